@@ -1,0 +1,3 @@
+from mcp_sim.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Engines turn a chat prompt into text; one module per engine."""

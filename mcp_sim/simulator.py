@@ -1,0 +1,234 @@
+"""The simulator: validate a call, prompt the world model, check its answer against the tool's schema."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
+from mcp_sim.errors import McpSimError
+from mcp_sim.grammar_schema import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, prepare_for_grammar
+from mcp_sim.prompt import Turn, build_messages, extract_observation, render_action, system_prompt
+from mcp_sim.sessions import Session, SessionStore
+from mcp_sim.specs import Catalog, SpecSet, ToolSpec, validation_error
+
+logger = logging.getLogger(__name__)
+
+META_KEY = "mcp-sim/simulation"
+
+
+class UnknownToolError(McpSimError):
+    """The client called a tool that no spec defines (a protocol error, not a tool failure)."""
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    max_tokens: int = 512
+    temperature: float = 0.2
+    top_p: float = 0.95
+    top_k: int = 40
+    repeat_penalty: float = 1.1
+    seed: int | None = 0
+    attempts: int = 3
+    max_string: int = DEFAULT_MAX_STRING
+    max_items: int = DEFAULT_MAX_ITEMS
+    max_argument_bytes: int = 64 * 1024
+    # Put the rendered prompt into each result's _meta (for debugging and tests).
+    expose_prompt: bool = False
+
+
+@dataclass
+class SimulationResult:
+    """What a client receives, free of MCP types: the MCP layer maps it onto CallToolResult."""
+
+    text: str
+    structured: dict[str, Any] | None = None
+    is_error: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Attempt:
+    structured: dict[str, Any] | None
+    text: str
+    problem: str | None
+    generation: Generation
+
+
+class Simulator:
+    """Answers tool calls for a catalog of specs with an engine; keeps each session's history."""
+
+    def __init__(self, catalog: Catalog, engine: Engine, options: SimOptions | None = None,
+                 sessions: SessionStore | None = None):
+        self.catalog = catalog
+        self.engine = engine
+        self.options = options or SimOptions()
+        self.sessions = sessions or SessionStore()
+        self._tools = catalog.tools
+        self._system_prompts: dict[str, str] = {}
+        self._grammar_schemas: dict[str, tuple[dict[str, Any], str]] = {}
+        self._session_locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def tool(self, name: str) -> ToolSpec:
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise UnknownToolError(f"Unknown tool {name!r}. This simulator serves: {known}") from None
+
+    def grammar_fallbacks(self) -> dict[str, str]:
+        """Tools whose outputSchema the engine cannot enforce while decoding, and why."""
+        fallbacks = {}
+        for tool in self._tools.values():
+            if tool.output_schema is not None:
+                reason = self.engine.schema_support(self._grammar_schema(tool)[0])
+                if reason:
+                    fallbacks[tool.name] = reason
+        return fallbacks
+
+    def simulate(self, name: str, arguments: dict[str, Any] | None, session_id: str = "default",
+                 on_progress: Callable[[int, int], None] | None = None,
+                 cancel: threading.Event | None = None) -> SimulationResult:
+        """Answer one call. Raises UnknownToolError; every other failure is an is_error result."""
+        tool = self.tool(name)
+        arguments = {} if arguments is None else arguments
+        started = time.perf_counter()
+        base_meta: dict[str, Any] = {"simulated": True, "engine": self.engine.name, "session": session_id}
+        problem = self._argument_problem(tool, arguments)
+        if problem:
+            return SimulationResult(problem, is_error=True, meta={META_KEY: {**base_meta, "stage": "arguments"}})
+        with self._session_lock(session_id):
+            session = self.sessions.get(session_id)
+            return self._simulate_in_session(tool, arguments, session, base_meta, started, on_progress, cancel)
+
+    def _argument_problem(self, tool: ToolSpec, arguments: Any) -> str | None:
+        if not isinstance(arguments, dict):
+            return f"Input validation error: arguments must be an object, got {type(arguments).__name__}"
+        size = len(json.dumps(arguments, ensure_ascii=False).encode())
+        if size > self.options.max_argument_bytes:
+            return (f"Input validation error: the arguments are {size} bytes; this simulator accepts at most "
+                    f"{self.options.max_argument_bytes} (raise it with --max-argument-bytes)")
+        message = validation_error(arguments, tool.input_schema)
+        return f"Input validation error for tool '{tool.name}': {message}" if message else None
+
+    def _simulate_in_session(self, tool: ToolSpec, arguments: dict[str, Any], session: Session,
+                             base_meta: dict[str, Any], started: float,
+                             on_progress: Callable[[int, int], None] | None,
+                             cancel: threading.Event | None) -> SimulationResult:
+        spec_set = tool.spec_set
+        assert spec_set is not None
+        action = render_action(tool.name, arguments)
+        messages = self._fit_to_context(spec_set, session, action)
+        session.calls += 1
+        budget = self.options.max_tokens * self.options.attempts
+        spent = 0
+        attempt: _Attempt | None = None
+        for number in range(self.options.attempts):
+            progress = None if on_progress is None else (lambda n, s=spent: on_progress(s + n, budget))
+            attempt = self._attempt(tool, messages, number, progress, cancel)
+            spent += attempt.generation.completion_tokens
+            if attempt.generation.finish_reason == "cancelled":
+                break
+            if attempt.problem is None:
+                break
+            logger.info("attempt %d for %s did not fit: %s", number + 1, tool.name, attempt.problem)
+        assert attempt is not None
+        meta = {**base_meta, "model": self.engine.name, "turn": session.calls,
+                "history_turns": (len(messages) - 2) // 2,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 1),
+                "prompt_tokens": attempt.generation.prompt_tokens, "completion_tokens": spent,
+                "attempts": number + 1}
+        if attempt.generation.evaluated_tokens is not None:
+            meta["evaluated_tokens"] = attempt.generation.evaluated_tokens
+        if self.options.expose_prompt:
+            meta["prompt"] = [{"role": m.role, "content": m.content} for m in messages]
+        if attempt.problem is not None:
+            return SimulationResult(self._failure_text(tool, attempt), is_error=True,
+                                    meta={META_KEY: {**meta, "stage": "output"}})
+        session.record(spec_set.source, Turn(action, attempt.text))
+        return SimulationResult(attempt.text, attempt.structured, meta={META_KEY: meta})
+
+    def _failure_text(self, tool: ToolSpec, attempt: _Attempt) -> str:
+        if attempt.generation.finish_reason == "cancelled":
+            return f"The simulation of '{tool.name}' was cancelled."
+        return (f"The simulation of '{tool.name}' did not fit the tool's outputSchema after "
+                f"{self.options.attempts} attempt(s): {attempt.problem}. Nothing was executed; "
+                "try again, raise --max-tokens, or use a larger model.")
+
+    def _attempt(self, tool: ToolSpec, messages: list[ChatMessage], number: int,
+                 on_token: Callable[[int], None] | None, cancel: threading.Event | None) -> _Attempt:
+        opts = self.options
+        schema, key = self._grammar_schema(tool) if tool.output_schema is not None else (None, None)
+        request = GenerationRequest(
+            messages=messages, max_tokens=opts.max_tokens, json_schema=schema, schema_key=key,
+            # Each retry samples differently: a new seed and a little more temperature.
+            temperature=opts.temperature + 0.25 * number, top_p=opts.top_p, top_k=opts.top_k,
+            repeat_penalty=opts.repeat_penalty, seed=None if opts.seed is None else opts.seed + number,
+            on_token=on_token)
+        if cancel is not None:
+            request = replace(request, cancel=cancel)
+        generation = self.engine.generate(request)
+        text = extract_observation(generation.text)
+        if generation.finish_reason == "cancelled":
+            return _Attempt(None, text, "cancelled", generation)
+        if tool.output_schema is None:
+            problem = None if text else "the model returned an empty answer"
+            return _Attempt(None, text, problem, generation)
+        return self._check_structured(tool.output_schema, text, generation)
+
+    def _check_structured(self, schema: dict[str, Any], text: str, generation: Generation) -> _Attempt:
+        if generation.finish_reason == "length":
+            return _Attempt(None, text, f"the answer was cut off at {generation.completion_tokens} tokens",
+                            generation)
+        try:
+            value = json.loads(text, strict=False)  # the grammar lets raw newlines into strings
+        except json.JSONDecodeError as exc:
+            return _Attempt(None, text, f"the answer is not JSON ({exc.msg})", generation)
+        if not isinstance(value, dict):
+            return _Attempt(None, text, "the answer is not a JSON object", generation)
+        problem = validation_error(value, schema)
+        canonical = json.dumps(value, ensure_ascii=False)
+        return _Attempt(value if problem is None else None, canonical, problem, generation)
+
+    def _grammar_schema(self, tool: ToolSpec) -> tuple[dict[str, Any], str]:
+        cached = self._grammar_schemas.get(tool.name)
+        if cached is None:
+            assert tool.output_schema is not None
+            schema = prepare_for_grammar(tool.output_schema, self.options.max_string, self.options.max_items)
+            digest = hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]
+            cached = self._grammar_schemas[tool.name] = (schema, f"{tool.name}:{digest}")
+        return cached
+
+    def _system_prompt(self, spec_set: SpecSet) -> str:
+        prompt = self._system_prompts.get(spec_set.source)
+        if prompt is None:
+            prompt = self._system_prompts[spec_set.source] = system_prompt(spec_set)
+        return prompt
+
+    def _fit_to_context(self, spec_set: SpecSet, session: Session, action: str) -> list[ChatMessage]:
+        """The prompt for this call; the oldest turns go first when it would not fit (never the system)."""
+        system = self._system_prompt(spec_set)
+        history = session.history(spec_set.source)
+        limit = self.engine.context_size - self.options.max_tokens
+        messages = build_messages(system, history, action)
+        dropped = 0
+        while history and self.engine.count_tokens(messages) > limit:
+            history.pop(0)
+            dropped += 1
+            messages = build_messages(system, history, action)
+        if dropped:
+            session.drop_oldest(spec_set.source, dropped)
+            logger.warning("session %s: dropped the %d oldest turn(s) of %s to fit the %d-token context",
+                           session.id, dropped, spec_set.source, self.engine.context_size)
+        return messages
+
+    def _session_lock(self, session_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._session_locks.setdefault(session_id, threading.Lock())

@@ -1,0 +1,327 @@
+"""Load tool spec files (JSON or YAML) and check them, reporting every problem at once."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from jsonschema.validators import validator_for
+
+from mcp_sim.errors import SpecError
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+# MCP's tool-name rule (SEP-986): 1-128 of letters, digits, '_', '-', '.'.
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
+               "execution", "x-sim"}
+ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta"}
+
+
+@dataclass(frozen=True)
+class Example:
+    arguments: dict[str, Any]
+    result: Any  # an object for tools with an outputSchema, else a string
+    is_error: bool = False
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    examples: list[Example] = field(default_factory=list)
+    source: str = ""  # the file it came from, for messages
+    spec_set: SpecSet | None = field(default=None, repr=False)
+
+    def definition(self) -> dict[str, Any]:
+        """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
+        tool: dict[str, Any] = {"name": self.name}
+        if self.title is not None:
+            tool["title"] = self.title
+        if self.description is not None:
+            tool["description"] = self.description
+        tool["inputSchema"] = self.input_schema
+        if self.output_schema is not None:
+            tool["outputSchema"] = self.output_schema
+        if self.annotations is not None:
+            tool["annotations"] = self.annotations
+        return tool
+
+
+@dataclass
+class SpecSet:
+    """The tools of one spec file and the world they live in."""
+
+    source: str
+    tools: list[ToolSpec]
+    world_description: str | None = None
+    world_data: Any = None
+    server_name: str | None = None
+
+
+@dataclass
+class Catalog:
+    """Every loaded tool, by name."""
+
+    spec_sets: list[SpecSet]
+
+    @property
+    def tools(self) -> dict[str, ToolSpec]:
+        return {tool.name: tool for spec_set in self.spec_sets for tool in spec_set.tools}
+
+
+def load_catalog(paths: list[str | Path]) -> Catalog:
+    """Load every spec file named (directories are searched for spec files); raise SpecError listing all problems."""
+    problems: list[str] = []
+    spec_sets: list[SpecSet] = []
+    files = _expand(paths, problems)
+    if not files and not problems:
+        problems.append(f"no spec files ({', '.join(SPEC_SUFFIXES)}) found in {', '.join(map(str, paths))}")
+    for path in files:
+        spec_set = _load_file(path, problems)
+        if spec_set is not None:
+            spec_sets.append(spec_set)
+    _check_unique_names(spec_sets, problems)
+    if problems:
+        raise SpecError(problems)
+    return Catalog(spec_sets)
+
+
+def _expand(paths: list[str | Path], problems: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.is_file() and p.suffix in SPEC_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(f"{path}: no such file or directory")
+    return files
+
+
+def _parse(path: Path, problems: list[str]) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{path}: cannot read: {exc}")
+        return None
+    try:
+        if path.suffix == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        problems.append(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}")
+        return None
+
+
+def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
+    """Accepts a tools/list result ({"tools": [...]}), a list of Tools, or one Tool."""
+    reported = len(problems)
+    document = _parse(path, problems)
+    if document is None:
+        if len(problems) == reported:
+            problems.append(f"{path}: the file is empty; expected a tools/list result, a list of tools or one tool")
+        return None
+    source = str(path)
+    world_description: str | None = None
+    world_data: Any = None
+    server_name: str | None = None
+    if isinstance(document, dict) and "tools" in document:
+        for key in sorted(set(document) - FILE_FIELDS):
+            problems.append(f"{source}: unknown top-level field {key!r} (allowed: {', '.join(sorted(FILE_FIELDS))})")
+        world_description, world_data = _parse_world(document.get("world"), source, problems)
+        server_name = _parse_server(document.get("server"), source, problems)
+        raw_tools = document["tools"]
+        pointer = "/tools"
+    elif isinstance(document, list):
+        raw_tools, pointer = document, ""
+    elif isinstance(document, dict) and "name" in document:
+        raw_tools, pointer = [document], None
+    else:
+        problems.append(f"{source}: expected a mapping with 'tools', a list of tools, or one tool with a 'name'")
+        return None
+    if not isinstance(raw_tools, list):
+        problems.append(f"{source}#{pointer}: 'tools' must be a list")
+        return None
+    spec_set = SpecSet(source, [], world_description, world_data, server_name)
+    for index, raw in enumerate(raw_tools):
+        where = f"{source}#{pointer}/{index}" if pointer is not None else f"{source}#"
+        tool = _parse_tool(raw, where, problems)
+        if tool is not None:
+            tool.source = source
+            tool.spec_set = spec_set
+            spec_set.tools.append(tool)
+    return spec_set
+
+
+def _parse_world(raw: Any, source: str, problems: list[str]) -> tuple[str | None, Any]:
+    if raw is None:
+        return None, None
+    if isinstance(raw, str):
+        return raw, None
+    if isinstance(raw, dict):
+        unknown = set(raw) - {"description", "data"}
+        if unknown:
+            problems.append(f"{source}#/world: unknown field(s) {sorted(unknown)}; use 'description' and 'data'")
+        description = raw.get("description")
+        if description is not None and not isinstance(description, str):
+            problems.append(f"{source}#/world/description: must be text")
+            description = None
+        data = raw.get("data")
+        try:
+            json.dumps(data)
+        except (TypeError, ValueError):
+            problems.append(f"{source}#/world/data: must be JSON data (objects, arrays, strings, numbers)")
+        return description, data
+    problems.append(f"{source}#/world: must be text or a mapping with 'description' and 'data'")
+    return None, None
+
+
+def _parse_server(raw: Any, source: str, problems: list[str]) -> str | None:
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and isinstance(raw.get("name", ""), str):
+        return raw.get("name")
+    problems.append(f"{source}#/server: must be a mapping like {{name: ..., version: ...}}")
+    return None
+
+
+def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: a tool must be a mapping, got {type(raw).__name__}")
+        return None
+    before = len(problems)
+    name = raw.get("name")
+    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        problems.append(f"{where}/name: {name!r} is not a valid MCP tool name "
+                        "(1-128 characters of letters, digits, '_', '-', '.')")
+        name = str(name)
+    label = f"{where} (tool {name!r})"
+    for key in sorted(set(raw) - TOOL_FIELDS):
+        hint = " (did you mean 'inputSchema'?)" if key in ("input_schema", "parameters") else ""
+        hint = hint or (" (did you mean 'outputSchema'?)" if key == "output_schema" else "")
+        problems.append(f"{label}: unknown field {key!r}{hint}")
+    for text_field in ("title", "description"):
+        if text_field in raw and not isinstance(raw[text_field], str):
+            problems.append(f"{label}/{text_field}: must be text")
+    input_schema = raw.get("inputSchema")
+    if input_schema is None:
+        problems.append(f"{label}: missing 'inputSchema' (use {{type: object, properties: {{}}}} for no arguments)")
+    else:
+        _check_schema(input_schema, f"{label}/inputSchema", problems, require_object=True)
+    output_schema = raw.get("outputSchema")
+    if output_schema is not None:
+        _check_schema(output_schema, f"{label}/outputSchema", problems, require_object=True)
+    annotations = raw.get("annotations")
+    if annotations is not None:
+        _check_annotations(annotations, f"{label}/annotations", problems)
+    examples = _parse_examples(raw.get("x-sim"), label, input_schema, output_schema, problems)
+    if len(problems) > before:
+        return None
+    return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
+                    title=raw.get("title"), output_schema=output_schema, annotations=annotations,
+                    examples=examples)
+
+
+def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> None:
+    if not isinstance(schema, dict):
+        problems.append(f"{where}: a JSON Schema must be a mapping, got {type(schema).__name__}")
+        return
+    validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    for error in sorted(validator_cls(validator_cls.META_SCHEMA).iter_errors(schema), key=str):
+        pointer = "/" + "/".join(str(p) for p in error.absolute_path)
+        problems.append(f"{where}{pointer if pointer != '/' else ''}: invalid JSON Schema: {error.message}")
+    if require_object and schema.get("type") != "object":
+        problems.append(f"{where}: the root must have \"type\": \"object\" (MCP requires it), "
+                        f"got {schema.get('type')!r}")
+
+
+def _check_annotations(annotations: Any, where: str, problems: list[str]) -> None:
+    if not isinstance(annotations, dict):
+        problems.append(f"{where}: must be a mapping")
+        return
+    for key, value in annotations.items():
+        if key not in ANNOTATION_FIELDS:
+            problems.append(f"{where}/{key}: unknown annotation (allowed: {', '.join(sorted(ANNOTATION_FIELDS))})")
+        elif key == "title" and not isinstance(value, str):
+            problems.append(f"{where}/title: must be text")
+        elif key != "title" and not isinstance(value, bool):
+            problems.append(f"{where}/{key}: must be true or false, got {value!r}")
+
+
+def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
+                    problems: list[str]) -> list[Example]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict) or set(raw) - {"examples"}:
+        problems.append(f"{label}/x-sim: must be a mapping with 'examples'")
+        return []
+    raw_examples = raw.get("examples") or []
+    if not isinstance(raw_examples, list):
+        problems.append(f"{label}/x-sim/examples: must be a list of {{arguments, result}}")
+        return []
+    examples: list[Example] = []
+    for index, item in enumerate(raw_examples):
+        where = f"{label}/x-sim/examples/{index}"
+        if not isinstance(item, dict) or "arguments" not in item or "result" not in item:
+            problems.append(f"{where}: each example needs 'arguments' and 'result'")
+            continue
+        is_error = bool(item.get("isError", False))
+        _validate_instance(item["arguments"], input_schema, f"{where}/arguments", problems)
+        if is_error:
+            if not isinstance(item["result"], str):
+                problems.append(f"{where}/result: an error example's result must be its error text")
+        elif isinstance(output_schema, dict):
+            _validate_instance(item["result"], output_schema, f"{where}/result", problems)
+        elif not isinstance(item["result"], str):
+            problems.append(f"{where}/result: this tool has no outputSchema, so its result must be text")
+        examples.append(Example(item["arguments"], item["result"], is_error))
+    return examples
+
+
+def _validate_instance(instance: Any, schema: Any, where: str, problems: list[str]) -> None:
+    if not isinstance(schema, dict):
+        return
+    message = validation_error(instance, schema)
+    if message:
+        problems.append(f"{where}: {message}")
+
+
+def validation_error(instance: Any, schema: dict[str, Any]) -> str | None:
+    """The first validation problem as one readable line, or None when the instance is valid."""
+    validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator = validator_cls(schema, format_checker=validator_cls.FORMAT_CHECKER)
+        errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    except jsonschema.exceptions.SchemaError as exc:  # the schema was checked at load; be safe anyway
+        return f"schema error: {exc.message}"
+    except jsonschema.exceptions.RefResolutionError as exc:
+        return f"schema reference cannot be resolved: {exc}"
+    if not errors:
+        return None
+    lines = []
+    for error in errors[:5]:
+        pointer = "/" + "/".join(str(p) for p in error.absolute_path)
+        lines.append(f"at {pointer}: {error.message}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "; ".join(lines) + more
+
+
+def _check_unique_names(spec_sets: list[SpecSet], problems: list[str]) -> None:
+    seen: dict[str, str] = {}
+    for spec_set in spec_sets:
+        for tool in spec_set.tools:
+            if tool.name in seen:
+                problems.append(f"{spec_set.source}: tool name {tool.name!r} is already defined in {seen[tool.name]}")
+            else:
+                seen[tool.name] = spec_set.source
