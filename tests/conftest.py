@@ -1,0 +1,90 @@
+"""Shared fixtures: the real model, the shipped specs, and how to start mcp-sim as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcp_sim.model_file import default_model_path
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = REPO / "tool_specs"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep caches and config of the code under test out of the real home directory."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("MCP_SIM_HOME", str(home / "mcp-sim"))
+
+
+@pytest.fixture(scope="session")
+def model_path() -> Path:
+    return default_model_path()
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a child mcp-sim: it imports this checkout, whichever worktree that is."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+def mcp_sim_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mcp_sim", *args]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early with code {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
+
+
+def start_http_server(*serve_args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`mcp-sim serve ... --transport http` on a free loopback port; returns the process and its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        mcp_sim_command("serve", *serve_args, "--transport", "http", "--port", str(port)),
+        env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_for_port(port, process)
+    return process, f"http://127.0.0.1:{port}/mcp"
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[str]:
+    """One real HTTP server over every shipped spec, with prompts exposed for inspection."""
+    process, url = start_http_server(str(SPECS), "--expose-prompt")
+    try:
+        yield url
+    finally:
+        stop(process)
