@@ -39,12 +39,12 @@ def check_gguf_file(path: Path) -> None:
         raise ModelFileError(f"model path {path} is not a file: pass the .gguf file itself to --model")
     with path.open("rb") as handle:
         header = handle.read(_HEADER.size)
+    if header[:4] != GGUF_MAGIC[: len(header)] or not header:
+        raise ModelFileError(f"model file {path} is not a GGUF file (it starts with {header[:4]!r}, not b'GGUF'): "
+                             "mcp-sim runs GGUF models; convert it or download a GGUF quant")
     if len(header) < _HEADER.size:
         raise ModelFileError(f"model file {path} is truncated ({len(header)} bytes): download it again")
-    magic, version, tensors, _ = _HEADER.unpack(header)
-    if magic != GGUF_MAGIC:
-        raise ModelFileError(f"model file {path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'): "
-                             "mcp-sim runs GGUF models; convert it or download a GGUF quant")
+    _, version, tensors, _ = _HEADER.unpack(header)
     if version not in (1, 2, 3):
         raise ModelFileError(f"model file {path} has GGUF version {version}, which this build does not read")
     if tensors == 0:
