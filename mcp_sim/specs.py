@@ -228,6 +228,7 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     examples = _parse_examples(raw.get("x-sim"), label, input_schema, output_schema, problems)
     if len(problems) > before:
         return None
+    assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
                     examples=examples)

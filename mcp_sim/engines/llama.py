@@ -178,7 +178,7 @@ class LlamaEngine:
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
     count = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):  # the lists differ in length by design
         if x != y:
             break
         count += 1

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs mcp-sim for development: a venv with the package (compiles llama.cpp on first install,
+# ~6 min on 2 cores; pip caches the wheel) and the npm test peers (MCP Inspector, reference servers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+# -DLLAVA_BUILD=OFF: mcp-sim needs no multimodal library, and skipping it shortens the build.
+CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" .venv/bin/python -m pip install --quiet -e ".[dev]"
+if command -v npm >/dev/null; then
+    npm ci --no-audit --no-fund --loglevel=error
+else
+    echo "npm not found: the Inspector test needs Node.js 20+ and npm" >&2
+    exit 1
+fi
