@@ -9,7 +9,8 @@ PYTHON="${PYTHON:-python3}"
 # -DLLAVA_BUILD=OFF: mcp-sim needs no multimodal library, and skipping it shortens the build.
 CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" .venv/bin/python -m pip install --quiet -e ".[dev]"
 if command -v npm >/dev/null; then
-    npm ci --no-audit --no-fund --loglevel=error
+    # `npm ci` trips over an optional Windows-only dependency missing from the lock; install honours the lock.
+    npm install --no-audit --no-fund --loglevel=error
 else
     echo "npm not found: the Inspector test needs Node.js 20+ and npm" >&2
     exit 1
