@@ -39,6 +39,11 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-argument-bytes", type=click.IntRange(1), default=64 * 1024, show_default=True,
                      help="Larger arguments are refused with an is_error result."),
         click.option("--expose-prompt", is_flag=True, help="Put each call's prompt into its _meta (debugging)."),
+        click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
+                     help="Model instances answering calls side by side (each holds its own weights and KV)."),
+        click.option("--state-cache-mb", type=click.IntRange(0), default=1024, show_default=True,
+                     help="Memory per instance for saved model states, so calls resume sessions instead of "
+                          "re-reading them."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -47,14 +52,16 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def build_simulator(catalog: Catalog, model: str | None, ctx: int, threads: int | None, gpu_layers: int | None,
                     seed: int, temperature: float, max_tokens: int, attempts: int, max_argument_bytes: int,
-                    expose_prompt: bool) -> Any:
+                    expose_prompt: bool, parallel: int = 1, state_cache_mb: int = 1024) -> Any:
     from mcp_sim.engines.llama import LlamaEngine, default_threads
+    from mcp_sim.engines.pool import EnginePool
     from mcp_sim.model_file import default_model_path
     from mcp_sim.simulator import SimOptions, Simulator
 
     model_path = Path(model) if model else default_model_path()
-    engine = LlamaEngine(model_path, n_ctx=ctx, n_threads=threads or default_threads(), n_gpu_layers=gpu_layers,
-                         seed=seed)
+    engines = [LlamaEngine(model_path, n_ctx=ctx, n_threads=threads or default_threads(), n_gpu_layers=gpu_layers,
+                           seed=seed, state_cache_mb=state_cache_mb) for _ in range(parallel)]
+    engine: Any = engines[0] if parallel == 1 else EnginePool(engines)
     options = SimOptions(max_tokens=max_tokens, temperature=temperature, seed=seed, attempts=attempts,
                          max_argument_bytes=max_argument_bytes, expose_prompt=expose_prompt)
     simulator = Simulator(catalog, engine, options)
@@ -97,19 +104,24 @@ def cli(verbose: int) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8765, show_default=True)
 @click.option("--path", "http_path", default="/mcp", show_default=True)
+@click.option("--max-queue", type=click.IntRange(1), default=64, show_default=True,
+              help="Calls that may wait for the model; more get a 'busy' error result.")
 @engine_options
 @handle_errors
-def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, **engine: Any) -> None:
+def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
+          **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
+    from mcp_sim.scheduler import FairScheduler
     from mcp_sim.server import create_server, serve_http, serve_stdio
 
     simulator = build_simulator(load_catalog(list(specs)), **engine)
+    scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
     logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(simulator.catalog.tools),
                    simulator.engine.name, transport)
     if transport == "stdio":
-        anyio.run(serve_stdio, create_server(simulator, default_session="stdio"))
+        anyio.run(serve_stdio, create_server(simulator, default_session="stdio", scheduler=scheduler))
     else:
-        anyio.run(serve_http, create_server(simulator), host, port, http_path)
+        anyio.run(serve_http, create_server(simulator, scheduler=scheduler), host, port, http_path)
 
 
 @cli.command()

@@ -20,7 +20,8 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from mcp_sim import __version__
-from mcp_sim.errors import McpSimError
+from mcp_sim.errors import BusyError, McpSimError
+from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
 
 logger = logging.getLogger(__name__)
@@ -33,12 +34,15 @@ INSTRUCTIONS = ("Every tool of this server is SIMULATED by a language world mode
 PROGRESS_INTERVAL_S = 0.25
 
 
-def create_server(simulator: Simulator, *, name: str = "mcp-sim", default_session: str | None = None) -> Server:
+def create_server(simulator: Simulator, *, name: str = "mcp-sim", default_session: str | None = None,
+                  scheduler: FairScheduler | None = None) -> Server:
     """An MCP server over `simulator`.
 
     `default_session` names the session for calls that carry no session identity (stdio serves one
-    client, so it passes "stdio"); without it each such call is a session of its own.
+    client, so it passes "stdio"); without it each such call is a session of its own. `scheduler` admits
+    calls to the model fairly across sessions (default: one slot, 64 waiting).
     """
+    scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -50,7 +54,11 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", default_sessio
             simulator.tool(params.name)
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-        result = await _simulate_off_loop(simulator, ctx, params, session_id)
+        try:
+            async with scheduler.slot(session_id):
+                result = await _simulate_off_loop(simulator, ctx, params, session_id)
+        except BusyError as exc:
+            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "queue"}})
         return to_call_tool_result(result)
 
     return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,

@@ -132,7 +132,7 @@ class Simulator:
         attempt: _Attempt | None = None
         for number in range(self.options.attempts):
             progress = None if on_progress is None else (lambda n, s=spent: on_progress(s + n, budget))
-            attempt = self._attempt(tool, messages, number, progress, cancel)
+            attempt = self._attempt(tool, messages, number, progress, cancel, f"{session.id}|{spec_set.source}")
             spent += attempt.generation.completion_tokens
             if attempt.generation.finish_reason == "cancelled":
                 break
@@ -163,7 +163,8 @@ class Simulator:
                 "try again, raise --max-tokens, or use a larger model.")
 
     def _attempt(self, tool: ToolSpec, messages: list[ChatMessage], number: int,
-                 on_token: Callable[[int], None] | None, cancel: threading.Event | None) -> _Attempt:
+                 on_token: Callable[[int], None] | None, cancel: threading.Event | None,
+                 cache_key: str) -> _Attempt:
         opts = self.options
         schema, key = self._grammar_schema(tool) if tool.output_schema is not None else (None, None)
         request = GenerationRequest(
@@ -171,7 +172,7 @@ class Simulator:
             # Each retry samples differently: a new seed and a little more temperature.
             temperature=opts.temperature + 0.25 * number, top_p=opts.top_p, top_k=opts.top_k,
             repeat_penalty=opts.repeat_penalty, seed=None if opts.seed is None else opts.seed + number,
-            on_token=on_token)
+            on_token=on_token, cache_key=cache_key)
         if cancel is not None:
             request = replace(request, cancel=cancel)
         generation = self.engine.generate(request)

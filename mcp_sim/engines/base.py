@@ -29,6 +29,9 @@ class GenerationRequest:
     seed: int | None = None
     # Called from the generating thread with the number of tokens produced so far.
     on_token: Callable[[int], None] | None = None
+    # Names the conversation this prompt continues (a session's history in one world). Engines that keep
+    # model state between calls use it to resume from where that conversation left off.
+    cache_key: str | None = None
     # Set by the caller to stop generation between tokens.
     cancel: threading.Event = field(default_factory=threading.Event)
 

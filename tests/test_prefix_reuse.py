@@ -1,0 +1,45 @@
+"""Prefix reuse on the real engine: interleaved sessions resume their own saved state, evaluate only
+their new tokens, and answer exactly as they would from a cold start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp_sim.engines.llama import LlamaEngine
+from mcp_sim.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.specs import load_catalog
+from tests.conftest import SPECS
+
+OPTIONS = SimOptions(temperature=0.0, max_tokens=96, attempts=1)
+
+
+def run_interleaved(simulator: Simulator, cold: bool) -> list[tuple[str, int, str]]:
+    answers = []
+    for step in range(4):
+        for session in ("red", "blue", "green"):
+            if cold:  # forget every cached state: the reference answer from a full prompt evaluation
+                engine = simulator.engine
+                assert isinstance(engine, LlamaEngine)
+                engine._llama.reset()  # noqa: SLF001
+            result = simulator.simulate("write_file", {"path": f"/{session}/{step}.txt", "content": f"{session}!"},
+                                        session_id=session)
+            assert not result.is_error, result.text
+            answers.append((session, result.meta[META_KEY]["evaluated_tokens"], result.text))
+    return answers
+
+
+def test_interleaved_sessions_resume_their_own_state(model_path: Path) -> None:
+    catalog = load_catalog([SPECS / "files.yaml"])
+    warm_engine = LlamaEngine(model_path, n_ctx=4096, n_threads=2, state_cache_mb=512)
+    cold_engine = LlamaEngine(model_path, n_ctx=4096, n_threads=2, state_cache_mb=0)
+    warm = run_interleaved(Simulator(catalog, warm_engine, OPTIONS), cold=False)
+    cold = run_interleaved(Simulator(catalog, cold_engine, OPTIONS), cold=True)
+
+    # Same answers, token for token: a wrong or stale state would change what greedy decoding produces.
+    assert [text for *_, text in warm] == [text for *_, text in cold]
+    # The warm engine evaluated only the new turns; the cold one re-read the whole prompt each time.
+    warm_late = [evaluated for _, evaluated, _ in warm[3:]]
+    cold_late = [evaluated for _, evaluated, _ in cold[3:]]
+    assert max(warm_late) < min(cold_late) / 5
+    assert max(warm_late) <= 1.2 * min(warm_late)  # flat from the second call on
+    assert len(warm_engine.states) == 4  # the shared system prompt and one state per session

@@ -1,0 +1,83 @@
+"""Fair admission to the model: round-robin across sessions, a bounded queue, cancellation-safe."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcp_sim.errors import BusyError
+from mcp_sim.scheduler import FairScheduler
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_sessions_take_turns_so_a_chatty_session_cannot_starve_others() -> None:
+    scheduler = FairScheduler(slots=1)
+    order: list[str] = []
+    gate = anyio.Event()
+
+    async def call(session: str, tag: str) -> None:
+        async with scheduler.slot(session):
+            order.append(tag)
+            if tag == "first":
+                await gate.wait()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call, "chatty", "first")
+        await anyio.wait_all_tasks_blocked()
+        for index in range(4):  # the chatty session queues four more calls before anyone else arrives
+            group.start_soon(call, "chatty", f"chatty-{index}")
+            await anyio.wait_all_tasks_blocked()
+        group.start_soon(call, "quiet", "quiet-0")
+        group.start_soon(call, "other", "other-0")
+        await anyio.wait_all_tasks_blocked()
+        gate.set()
+    assert order[:4] == ["first", "chatty-0", "quiet-0", "other-0"]
+    assert sorted(order[4:]) == ["chatty-1", "chatty-2", "chatty-3"]
+
+
+async def test_past_the_queue_limit_calls_are_refused_as_busy() -> None:
+    scheduler = FairScheduler(slots=1, max_waiting=2)
+    gate = anyio.Event()
+    refused: list[str] = []
+
+    async def call(session: str) -> None:
+        try:
+            async with scheduler.slot(session):
+                await gate.wait()
+        except BusyError as exc:
+            refused.append(str(exc))
+
+    async with anyio.create_task_group() as group:
+        for index in range(4):
+            group.start_soon(call, f"s{index}")
+            await anyio.wait_all_tasks_blocked()
+        assert scheduler.busy == 1 and scheduler.waiting == 2
+        gate.set()
+    assert len(refused) == 1 and "busy" in refused[0] and "--max-queue" in refused[0]
+
+
+async def test_a_cancelled_waiter_leaves_the_line_and_slots_are_not_lost() -> None:
+    scheduler = FairScheduler(slots=1)
+    gate = anyio.Event()
+
+    async def hold() -> None:
+        async with scheduler.slot("holder"):
+            await gate.wait()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(hold)
+        await anyio.wait_all_tasks_blocked()
+        with anyio.move_on_after(0.05):
+            async with scheduler.slot("impatient"):
+                pytest.fail("should not get the slot while it is held")
+        assert scheduler.waiting == 0
+        gate.set()
+    async with scheduler.slot("later"):
+        assert scheduler.busy == 1
+    assert scheduler.busy == 0
