@@ -95,7 +95,8 @@ def resolve(spec: str | None, download: bool = True) -> ResolvedModel:
             return ResolvedModel(local[candidate], spec, "models folder",
                                  manifest=find_manifest_for_file(candidate))
     if name.count("/") == 1 and not spec.endswith(".gguf"):
-        return _resolve_hub_file(_pick_repo_file(name, quant or None, download), None, quant or None, download)
+        picked = _pick_repo_file(name, quant or None, download)
+        return _resolve_hub_file(picked, None, quant or None, download)
     raise ModelFileError(_unknown_spec_message(spec, path))
 
 
@@ -103,7 +104,7 @@ def pull(spec: str) -> ResolvedModel:
     """Download SPEC into the Hugging Face cache (a no-op when it is bundled or already there)."""
     if offline():
         raise ModelFileError(f"HF_HUB_OFFLINE is set, so `{pull_command(spec)}` cannot download anything: "
-                             "unset it (or run the pull on a machine with network access and the same HF_HOME)")
+                             "unset it (or pull on a machine with network access and the same HF_HOME)")
     return resolve(spec, download=True)
 
 
@@ -145,11 +146,12 @@ def _resolve_hub_file(hub_file: _HubFile, manifest: Manifest | None, quant: str 
         return ResolvedModel(cached, hub_file.spec, "hugging face cache", manifest, quant, hub_file.repo,
                              hub_file.filename)
     if not download or offline():
-        reason = "HF_HUB_OFFLINE is set, so nothing was fetched" if offline() else "downloads are off here"
-        raise ModelFileError(
-            f"{hub_file.repo}/{hub_file.filename} is not on this machine (looked in the Hugging Face cache "
-            f"{hub_cache_dir()} and in {', '.join(map(str, models_dirs())) or 'no models folder'}); {reason}. "
-            f"Run `{pull_command(hub_file.spec)}` with network access, then try again.")
+        where = ", ".join(map(str, models_dirs())) or "no models folder"
+        why = ("; HF_HUB_OFFLINE is set, so nothing was fetched. Run `{}` with network access, then try again"
+               if offline() else ". Download it with `{}`")
+        raise ModelFileError(f"{hub_file.repo}/{hub_file.filename} is not on this machine (looked in the "
+                             f"Hugging Face cache {hub_cache_dir()} and in {where})"
+                             + why.format(pull_command(hub_file.spec)))
     path = _download(hub_file)
     return ResolvedModel(path, hub_file.spec, "downloaded", manifest, quant, hub_file.repo, hub_file.filename)
 
@@ -172,12 +174,14 @@ def _download(hub_file: _HubFile) -> Path:
         raise ModelFileError(f"{hub_file.repo} is gated: accept its terms on https://huggingface.co/"
                              f"{hub_file.repo}, then set HF_TOKEN to a token of that account") from None
     except RepositoryNotFoundError:
-        raise ModelFileError(f"no repository {hub_file.repo} on the Hub (or it is private: set HF_TOKEN)") from None
+        raise ModelFileError(f"no repository {hub_file.repo} on the Hub (or it is private: set "
+                             "HF_TOKEN)") from None
     except EntryNotFoundError:
         raise ModelFileError(f"{hub_file.repo} has no file {hub_file.filename}; list its quants with "
                              f"`{pull_command(hub_file.repo + ':QUANT')}` or pick another quant") from None
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as exc:
-        raise ModelFileError(f"could not download {hub_file.repo}/{hub_file.filename}: {exc}. Check the network "
+        raise ModelFileError(f"could not download {hub_file.repo}/{hub_file.filename}: {exc}. Check the "
+                             "network "
                              f"(and HF_TOKEN for private repos), then run `{pull_command(hub_file.spec)}`; "
                              "an interrupted download resumes where it stopped") from None
     return Path(paths[0])
@@ -248,7 +252,8 @@ def _repo_files(repo: str, online: bool) -> list[str]:
         try:
             return HfApi().list_repo_files(repo)
         except RepositoryNotFoundError:
-            raise ModelFileError(f"no repository {repo} on the Hub (or it is private: set HF_TOKEN)") from None
+            raise ModelFileError(f"no repository {repo} on the Hub (or it is private: set "
+                                 "HF_TOKEN)") from None
         except (HfHubHTTPError, OSError) as exc:
             logger.warning("could not list %s on the Hub (%s); looking in the cache", repo, exc)
     return _cached_repo_files(repo)

@@ -147,7 +147,8 @@ def _problems(data: dict[str, Any], stem: str) -> list[str]:
     if isinstance(data.get("name"), str) and data["name"] != stem:
         problems.append(f"name {data['name']!r} must match the file name {stem!r}")
     if isinstance(data.get("prompt_style"), str) and data["prompt_style"] not in PROMPT_STYLES:
-        problems.append(f"prompt_style must be one of {', '.join(PROMPT_STYLES)}, not {data['prompt_style']!r}")
+        problems.append(f"prompt_style must be one of {', '.join(PROMPT_STYLES)}, "
+                        f"not {data['prompt_style']!r}")
     if isinstance(data.get("repo"), str) and data["repo"].count("/") != 1:
         problems.append(f"repo must be OWNER/NAME, not {data['repo']!r}")
     if isinstance(data.get("sampling"), dict):
@@ -201,7 +202,8 @@ def _build(data: dict[str, Any], path: Path) -> Manifest:
                         repeat_penalty=s.get("repeat_penalty"))
     return Manifest(name=data["name"], repo=data["repo"], architecture=data["architecture"],
                     context_length=data["context_length"], license=data["license"],
-                    prompt_style=data["prompt_style"], thinks=data["thinks"], default_quant=data["default_quant"],
+                    prompt_style=data["prompt_style"], thinks=data["thinks"],
+                    default_quant=data["default_quant"],
                     quants=quants, sampling=sampling, title=data.get("title", ""),
                     upstream=data.get("upstream", ""), notes=data.get("notes", ""),
                     default_ctx=data.get("default_ctx"), source=path)

@@ -56,7 +56,8 @@ def test_reference_model_manifest_follows_its_model_card() -> None:
     assert manifest.upstream == "Qwen/Qwen-AgentWorld-35B-A3B"
     assert manifest.architecture == "qwen35moe"
     assert manifest.prompt_style == "agentworld" and manifest.thinks
-    assert (manifest.sampling.temperature, manifest.sampling.top_p, manifest.sampling.top_k) == (0.6, 0.95, 20)
+    sampling = manifest.sampling
+    assert (sampling.temperature, sampling.top_p, sampling.top_k) == (0.6, 0.95, 20)
     assert manifest.sampling.think_budget and manifest.sampling.think_budget >= 4096
     # The example spelling, Q4_K_M, names the published UD-Q4_K_M file.
     assert manifest.quant("Q4_K_M").file == "Qwen-AgentWorld-35B-A3B-UD-Q4_K_M.gguf"

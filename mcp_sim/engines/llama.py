@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.errors import EngineError, ModelFileError
-from mcp_sim.model_file import check_gguf_file
+from mcp_sim.model_file import check_gguf_file, gguf_architecture
 
 logger = logging.getLogger(__name__)
 
@@ -54,12 +54,36 @@ class _Thought:
     cancelled: bool
 
 
+def read_metadata(path: Path) -> dict[str, str]:
+    """The GGUF's metadata as llama.cpp reads it, loading the vocabulary only (fast even for 20 GB files).
+
+    Raises ModelFileError when this llama.cpp build cannot load the file, e.g. an unknown architecture."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaModel
+
+    check_gguf_file(path)
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    try:
+        model = LlamaModel(path_model=str(path), params=params, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        architecture = gguf_architecture(path) or "unknown"
+        raise ModelFileError(f"this llama.cpp build cannot load {path} (architecture {architecture}): {exc}. "
+                             "The file may be damaged, or its architecture newer than the build: upgrade "
+                             "llama-cpp-python (see docs/MODELS.md)") from exc
+    try:
+        return dict(model.metadata())
+    finally:
+        model.close()
+
+
 class LlamaEngine:
     """Runs one GGUF model with llama-cpp-python."""
 
     def __init__(self, model_path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_gpu_layers: int | None = None, seed: int = 0, template_kwargs: dict[str, Any] | None = None,
-                 verbose: bool = False):
+                 n_gpu_layers: int | None = None, seed: int = 0,
+                 template_kwargs: dict[str, Any] | None = None, verbose: bool = False,
+                 chat_template: str | None = None):
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
@@ -67,6 +91,8 @@ class LlamaEngine:
         self.n_gpu_layers = n_gpu_layers
         self.seed = seed
         self.template_kwargs = template_kwargs or {}
+        # Overrides the GGUF's own chat template (some files ship a broken or missing one).
+        self.chat_template = chat_template
         self.verbose = verbose
         self._llama: Any = None
         self._formatter: Any = None
@@ -105,7 +131,7 @@ class LlamaEngine:
         logger.info("loaded %s in %.2f s (n_ctx=%d, gpu_layers=%d)", self.model_path,
                     time.perf_counter() - started, self.n_ctx, gpu_layers)
         llama = self._llama
-        template = llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        template = self.chat_template or llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
         eos, bos = llama.token_eos(), llama.token_bos()
         self._formatter = Jinja2ChatFormatter(
             template=template,
@@ -127,6 +153,11 @@ class LlamaEngine:
     def count_tokens(self, messages: list[ChatMessage]) -> int:
         with self._lock:
             return len(self._tokenize(messages)[0])
+
+    def render_prompt(self, messages: list[ChatMessage], think: bool = False) -> str:
+        """The prompt text the model sees, through its own chat template (for debugging)."""
+        with self._lock:
+            return self._tokenize(messages, think)[2]
 
     def schema_support(self, json_schema: dict[str, Any]) -> str | None:
         try:
@@ -156,8 +187,8 @@ class LlamaEngine:
         budget = request.think_budget if request.think else 0
         if len(tokens) + budget + request.max_tokens > self.n_ctx:
             thinking = f" plus the thinking budget ({budget})" if budget else ""
-            raise EngineError(f"the prompt ({len(tokens)} tokens){thinking} plus max_tokens ({request.max_tokens}) "
-                              f"exceeds the context of {self.n_ctx}; raise --ctx")
+            raise EngineError(f"the prompt ({len(tokens)} tokens){thinking} plus max_tokens "
+                              f"({request.max_tokens}) exceeds the context of {self.n_ctx}; raise --ctx")
         cached = _common_prefix(llama._input_ids[: llama.n_tokens].tolist(), tokens)
         answer_prompt, thought = tokens, None
         if request.think:
@@ -179,8 +210,8 @@ class LlamaEngine:
                           finish_reason=finish_reason, evaluated_tokens=len(tokens) - cached,
                           reasoning=thought.text if thought else None, reasoning_tokens=offset)
 
-    def _decode(self, llama: Any, prompt: list[int], stops: list[str], grammar: Any, request: GenerationRequest,
-                offset: int) -> tuple[str, str, int]:
+    def _decode(self, llama: Any, prompt: list[int], stops: list[str], grammar: Any,
+                request: GenerationRequest, offset: int) -> tuple[str, str, int]:
         """Stream one answer, reporting tokens and stopping between tokens when cancelled."""
         stream = llama.create_completion(
             prompt=prompt, max_tokens=request.max_tokens, temperature=request.temperature,
@@ -219,8 +250,8 @@ class LlamaEngine:
         if request.think_budget > 0:
             if request.seed is not None:
                 llama.set_seed(request.seed)
-            tokens = llama.generate(prefix, top_k=request.top_k, top_p=request.top_p, temp=request.temperature,
-                                    repeat_penalty=request.repeat_penalty)
+            tokens = llama.generate(prefix, top_k=request.top_k, top_p=request.top_p,
+                                    temp=request.temperature, repeat_penalty=request.repeat_penalty)
             try:
                 for token in tokens:
                     if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
