@@ -256,7 +256,7 @@ class _ErrorMappingStream:
 def normalize_base_url(url: str) -> str:
     """The API root: `http://host:8000` and `http://host:8000/v1/` both become `http://host:8000/v1`."""
     url = url.strip().rstrip("/")
-    if not urlsplit(url).scheme:
+    if urlsplit(url).scheme not in ("http", "https"):
         raise EngineError(f"--base-url {url!r} needs a scheme, e.g. http://127.0.0.1:8000/v1")
     return url if urlsplit(url).path not in ("", "/") else url + "/v1"
 
