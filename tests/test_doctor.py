@@ -35,8 +35,8 @@ def test_doctor_reports_this_build_and_the_default_model(model_path: Path) -> No
 
 
 def test_doctor_as_a_command_exits_zero() -> None:
-    done = subprocess.run(mcp_sim_command("doctor", "--ctx", "4096"), env=subprocess_env(), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(mcp_sim_command("doctor", "--ctx", "4096"), env=subprocess_env(),
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "[ ok ] context: 4096 tokens (trained for 8192)" in done.stdout
 
@@ -57,7 +57,8 @@ def test_broken_files_and_impossible_budgets_block_serving(tmp_path: Path, model
     code, output = doctor("--model", str(not_gguf))
     assert code == 1 and "is not a GGUF file" in output
     unknown = tmp_path / "future.gguf"
-    unknown.write_bytes(struct.pack("<4sIQQ", b"GGUF", 3, 1, 1) + _string_kv("general.architecture", "zorblax"))
+    header = struct.pack("<4sIQQ", b"GGUF", 3, 1, 1)
+    unknown.write_bytes(header + _string_kv("general.architecture", "zorblax"))
     code, output = doctor("--model", str(unknown))
     assert code == 1 and "[FAIL] architecture" in output and "architecture zorblax" in output
     code, output = doctor("--model", str(model_path), "--think", "--think-budget", "4096", "--ctx", "2048")
