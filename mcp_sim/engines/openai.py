@@ -245,7 +245,7 @@ class _ErrorMappingStream:
 
     def __enter__(self) -> httpx.Response:
         try:
-            return self._inner.__enter__()  # type: ignore[no-any-return]
+            return self._inner.__enter__()
         except httpx.HTTPError as exc:
             raise self._engine._transport_error(exc) from None
 
