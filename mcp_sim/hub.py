@@ -176,15 +176,20 @@ def _download(hub_file: _HubFile) -> Path:
     except RepositoryNotFoundError:
         raise ModelFileError(f"no repository {hub_file.repo} on the Hub (or it is private: set "
                              "HF_TOKEN)") from None
-    except EntryNotFoundError:
-        raise ModelFileError(f"{hub_file.repo} has no file {hub_file.filename}; list its quants with "
-                             f"`{pull_command(hub_file.repo + ':QUANT')}` or pick another quant") from None
-    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as exc:
-        raise ModelFileError(f"could not download {hub_file.repo}/{hub_file.filename}: {exc}. Check the "
-                             "network "
-                             f"(and HF_TOKEN for private repos), then run `{pull_command(hub_file.spec)}`; "
-                             "an interrupted download resumes where it stopped") from None
+    except LocalEntryNotFoundError as exc:  # before EntryNotFoundError: it subclasses it
+        raise _download_failed(hub_file, exc) from None
+    except EntryNotFoundError:  # a remote 404 for the file (RemoteEntryNotFoundError subclasses it)
+        raise ModelFileError(f"{hub_file.repo} has no file {hub_file.filename}; pick another quant (see "
+                             f"`mcp-sim models list`, or try {hub_file.repo}:QUANT)") from None
+    except (HfHubHTTPError, OSError) as exc:
+        raise _download_failed(hub_file, exc) from None
     return Path(paths[0])
+
+
+def _download_failed(hub_file: _HubFile, exc: Exception) -> ModelFileError:
+    return ModelFileError(f"could not download {hub_file.repo}/{hub_file.filename}: {exc}. Check the network "
+                          f"(and HF_TOKEN for private repos), then run `{pull_command(hub_file.spec)}`; an "
+                          "interrupted download resumes where it stopped")
 
 
 def _cached(repo: str, filename: str) -> Path | None:

@@ -7,10 +7,14 @@ fail loudly instead of quietly succeeding.
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -175,3 +179,70 @@ def test_cli_serves_a_cached_model_offline_and_lists_it(offline_hub: Path, tmp_p
     assert missing.returncode == 1
     assert "HF_HUB_OFFLINE is set" in missing.stderr
     assert "mcp-sim models pull cached-smol:Q8_0" in missing.stderr
+
+
+class _FakeHub(http.server.BaseHTTPRequestHandler):
+    """Just enough of the Hub's file endpoint for hf_hub_download: HEAD for metadata, GET with ranges."""
+
+    files: dict[str, Path] = {}
+
+    def do_HEAD(self) -> None:  # noqa: N802 - the http.server naming
+        self._answer(with_body=False)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(with_body=True)
+
+    def _answer(self, with_body: bool) -> None:
+        match = re.fullmatch(r"/([^/]+/[^/]+)/resolve/[^/]+/(.+)", self.path.split("?")[0])
+        source = self.files.get(f"{match.group(1)}/{match.group(2)}") if match else None
+        if source is None:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = source.read_bytes()
+        start = int(re.findall(r"bytes=(\d+)-", self.headers.get("Range", "bytes=0-"))[0])
+        self.send_response(206 if start else 200)
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        self.send_header("Content-Length", str(len(data) - start))
+        self.end_headers()
+        if with_body:
+            self.wfile.write(data[start:])
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_hub(model_path: Path) -> Iterator[str]:
+    _FakeHub.files = {f"{CACHED_REPO}/{FILE}": model_path}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_pull_downloads_into_the_hub_cache_then_resolves_offline(fake_hub: str, tmp_path: Path,
+                                                                 model_path: Path) -> None:
+    """A download through huggingface_hub itself, from a stand-in for the Hub on loopback (HF_ENDPOINT)."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "cached-smol.toml").write_text(MANIFEST)
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": fake_hub, "MCP_SIM_MODELS_DIR": str(models),
+           "HF_HUB_DISABLE_XET": "1", "NO_PROXY": "127.0.0.1"}
+    pulled = run_cli("models", "pull", "cached-smol", env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    repo_dir = tmp_path / "hf" / "hub" / f"models--{CACHED_REPO.replace('/', '--')}"
+    cached = repo_dir / "snapshots" / COMMIT / FILE
+    assert f"cached-smol: {cached} (98 MB, downloaded)" in pulled.stdout
+    assert cached.is_symlink() and cached.stat().st_size == model_path.stat().st_size
+    offline = run_cli("models", "list", env={**env, "HF_HUB_OFFLINE": "1"})
+    assert f"hugging face cache: {cached}" in offline.stdout
+    missing = run_cli("models", "pull", "cached-smol:Q8_0", env=env)
+    assert missing.returncode == 1
+    assert f"{CACHED_REPO} has no file SmolLM2-135M-Instruct.Q8_0.gguf" in missing.stderr
