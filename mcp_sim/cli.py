@@ -194,8 +194,8 @@ def main() -> None:
     cli(prog_name="mcp-sim")
 
 
-# Commands that live in their own modules; imported last because they use the helpers above.
-from mcp_sim.commands_models import doctor, models  # noqa: E402
+# Commands that live in their own modules, built with the shared decorators above.
+from mcp_sim.commands_models import commands  # noqa: E402
 
-cli.add_command(models)
-cli.add_command(doctor)
+for _command in commands(engine_options, handle_errors):
+    cli.add_command(_command)
