@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,19 +20,47 @@ logger = logging.getLogger("mcp_sim")
 
 def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that choose and tune the model; shared by every command that simulates."""
+    manifest_default = "(default: the model's manifest, else {})"
     options = [
         click.option("--model", "model", default=None,
-                     help="A GGUF file. Default: the bundled SmolLM2-135M-Instruct Q4_1."),
-        click.option("--ctx", type=click.IntRange(512), default=8192, show_default=True,
-                     help="Context size in tokens."),
+                     help="A registry name (qwen-agentworld-35b-a3b:Q4_K_M), OWNER/REPO:QUANT, "
+                     "hf://OWNER/REPO/FILE.gguf, a .gguf in models/, or a path; with --engine openai, "
+                     "the name the server serves. Default: the bundled SmolLM2-135M-Instruct Q4_1."),
+        click.option("--engine", type=click.Choice(["llama", "openai"]), default="llama", show_default=True,
+                     help="llama: run the GGUF in-process; openai: an OpenAI-compatible server at "
+                     "--base-url."),
+        click.option("--base-url", default=None,
+                     help="The OpenAI-compatible API root, e.g. http://gpu-box:8000/v1 (--engine openai)."),
+        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+                     help="Environment variable holding the server's API key, if it needs one."),
+        click.option("--max-inflight", type=click.IntRange(1), default=4, show_default=True,
+                     help="Most concurrent requests to the server (--engine openai)."),
+        click.option("--timeout", type=click.FloatRange(1), default=300.0, show_default=True,
+                     help="Seconds to wait for one answer from the server (--engine openai)."),
+        click.option("--ctx", type=click.IntRange(512), default=None,
+                     help="Context size in tokens " + manifest_default.format(8192) + "."),
         click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads (default: all cores "
                      "up to 4)."),
         click.option("--gpu-layers", type=int, default=None,
                      help="Layers to offload to the GPU (default: all when the build supports it, else 0)."),
         click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed."),
-        click.option("--temperature", type=click.FloatRange(0), default=0.2, show_default=True),
-        click.option("--max-tokens", type=click.IntRange(16), default=512, show_default=True,
-                     help="Most tokens one answer may take."),
+        click.option("--temperature", type=click.FloatRange(0), default=None,
+                     help=manifest_default.format(0.2)),
+        click.option("--top-p", type=click.FloatRange(0, 1), default=None,
+                     help=manifest_default.format(0.95)),
+        click.option("--top-k", type=click.IntRange(0), default=None, help=manifest_default.format(40)),
+        click.option("--max-tokens", type=click.IntRange(16), default=None,
+                     help="Most tokens one answer may take, reasoning not counted "
+                     + manifest_default.format(512)),
+        click.option("--think/--no-think", default=None,
+                     help="Let the model reason before it answers (default: on when the manifest says "
+                     "it thinks)."),
+        click.option("--think-budget", type=click.IntRange(0), default=None,
+                     help="Most reasoning tokens before the answer is forced "
+                     + manifest_default.format(1024)),
+        click.option("--prompt-style", type=click.Choice(["auto", "agentworld", "generic"]), default="auto",
+                     show_default=True,
+                     help="agentworld: Qwen-AgentWorld's native format (auto: from the manifest)."),
         click.option("--attempts", type=click.IntRange(1, 10), default=3, show_default=True,
                      help="Tries before a schema-breaking answer becomes an is_error result."),
         click.option("--max-argument-bytes", type=click.IntRange(1), default=64 * 1024, show_default=True,
@@ -50,25 +77,16 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def build_simulator(catalog: Catalog, model: str | None, ctx: int, threads: int | None, gpu_layers: int | None,
-                    seed: int, temperature: float, max_tokens: int, attempts: int, max_argument_bytes: int,
-                    expose_prompt: bool, parallel: int = 1, state_cache_mb: int = 1024) -> Any:
-    from mcp_sim.engines.llama import LlamaEngine, default_threads
-    from mcp_sim.engines.pool import EnginePool
-    from mcp_sim.model_file import default_model_path
-    from mcp_sim.simulator import SimOptions, Simulator
+def build_simulator(catalog: Catalog, **engine: Any) -> Any:
+    from mcp_sim.launch import EngineSettings, prepare
+    from mcp_sim.simulator import Simulator
 
-    model_path = Path(model) if model else default_model_path()
-    engines = [LlamaEngine(model_path, n_ctx=ctx, n_threads=threads or default_threads(), n_gpu_layers=gpu_layers,
-                           seed=seed, state_cache_mb=state_cache_mb) for _ in range(parallel)]
-    engine: Any = engines[0] if parallel == 1 else EnginePool(engines)
-    options = SimOptions(max_tokens=max_tokens, temperature=temperature, seed=seed, attempts=attempts,
-                         max_argument_bytes=max_argument_bytes, expose_prompt=expose_prompt)
-    simulator = Simulator(catalog, engine, options)
+    prepared = prepare(EngineSettings(**engine))
+    simulator = Simulator(catalog, prepared.engine, prepared.options)
     for tool, reason in simulator.grammar_fallbacks().items():
         logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are still "
                        "validated after decoding and retried", tool, reason)
-    engine.load()
+    prepared.engine.load()
     return simulator
 
 
@@ -184,3 +202,10 @@ def check(specs: tuple[str, ...]) -> None:
 
 def main() -> None:
     cli(prog_name="mcp-sim")
+
+
+# Commands that live in their own modules, built with the shared decorators above.
+from mcp_sim.commands_models import commands  # noqa: E402
+
+for _command in commands(engine_options, handle_errors):
+    cli.add_command(_command)

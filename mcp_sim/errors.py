@@ -26,3 +26,12 @@ class EngineError(McpSimError):
 
 class BusyError(McpSimError):
     """Too many calls are queued for the model."""
+
+
+class RegistryError(McpSimError):
+    """One or more model manifests are invalid; every problem is listed."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        listing = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s) in the model manifests:\n{listing}")

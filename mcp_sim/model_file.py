@@ -49,3 +49,31 @@ def check_gguf_file(path: Path) -> None:
         raise ModelFileError(f"model file {path} has GGUF version {version}, which this build does not read")
     if tensors == 0:
         raise ModelFileError(f"model file {path} holds no tensors: it is a vocabulary-only or broken file")
+
+
+# GGUF metadata value types with a fixed size, by type id (uint8 .. float64, bool); 8 is a string.
+_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_STRING = 8
+
+
+def gguf_architecture(path: Path) -> str | None:
+    """`general.architecture` from the GGUF header, read without llama.cpp (None when not found early)."""
+    try:
+        with path.open("rb") as handle:
+            magic, _, _, count = _HEADER.unpack(handle.read(_HEADER.size))
+            if magic != GGUF_MAGIC:
+                return None
+            for _ in range(min(count, 64)):  # writers put general.* first; stop at anything unexpected
+                key = handle.read(struct.unpack("<Q", handle.read(8))[0]).decode("utf-8", "replace")
+                kind = struct.unpack("<I", handle.read(4))[0]
+                if kind == _GGUF_STRING:
+                    value = handle.read(struct.unpack("<Q", handle.read(8))[0])
+                    if key == "general.architecture":
+                        return value.decode("utf-8", "replace")
+                elif kind in _SCALAR_SIZES:
+                    handle.read(_SCALAR_SIZES[kind])
+                else:
+                    return None
+    except (OSError, struct.error):
+        return None
+    return None

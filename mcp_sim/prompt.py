@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage
-from mcp_sim.specs import SpecSet, ToolSpec
+from mcp_sim.specs import Example, SpecSet, ToolSpec
 
 # Modelled on Qwen-AgentWorld's MCP world-model prompt: role, tool definitions, world, demonstrations.
 ROLE = (
@@ -45,8 +45,10 @@ def render_observation(structured: Any | None, text: str) -> str:
     return json.dumps(structured, ensure_ascii=False) if structured is not None else text
 
 
-def system_prompt(spec_set: SpecSet) -> str:
+def system_prompt(spec_set: SpecSet, style: str = "generic") -> str:
     """The simulator's role, tool definitions, world and demonstrations for one spec set."""
+    if style == "agentworld":
+        return agentworld_system_prompt(spec_set)
     parts = [ROLE, "# Input Definitions & Action Space"]
     for tool in spec_set.tools:
         parts.append(json.dumps(_prompt_definition(tool), ensure_ascii=False, separators=(",", ":")))
@@ -86,13 +88,99 @@ def _demonstrations(spec_set: SpecSet) -> str:
     return "\n\n".join(lines)
 
 
-def build_messages(system: str, history: list[Turn], action: str) -> list[ChatMessage]:
+def build_messages(system: str, history: list[Turn], action: str,
+                   style: str = "generic") -> list[ChatMessage]:
+    if style == "agentworld":
+        return agentworld_messages(system, history, action)
     messages = [ChatMessage("system", system)]
     for turn in history:
         messages.append(ChatMessage("user", turn.action))
         messages.append(ChatMessage("assistant", turn.observation))
     messages.append(ChatMessage("user", action))
     return messages
+
+
+# Qwen-AgentWorld's native format (its MCP system template and AgentWorldBench turns): the same
+# sections in the same order, so the model sees the shape it was trained on.
+AGENTWORLD_ROLE = """\
+# Role and Objective
+
+You are a **Tool World Model**, a virtual environment simulator that faithfully simulates the execution of \
+tool calls in tool-augmented agent scenarios, strictly adhering to the Model Context Protocol (MCP) tool \
+definitions below. Given a tool call with its arguments, you produce the response the real tool would return.
+
+## Task Definition
+
+Given:
+1. **Historical Context** (optional): earlier tool calls of this session and the responses they got
+2. **Current Tool Call**: a JSON function call with `name` and `arguments`
+
+Predict the **exact tool response** a real execution environment would return."""
+
+AGENTWORLD_ENVIRONMENT = """\
+# Environment Management
+
+- Track the state across turns: resources created, changed or deleted by earlier calls, their ids, \
+timestamps and counters.
+- Reads change nothing; writes create or change resources that later reads must reflect; a deleted \
+resource stays gone and later access to it fails.
+- A call that cannot succeed in this world returns the error the real tool would return."""
+
+AGENTWORLD_REQUIREMENTS = """\
+# Predicted Observation Requirements
+
+1. **Format Adherence**: when a tool has an outputSchema, the response is one JSON object that follows it \
+exactly; otherwise it is the raw text the tool returns. Do not wrap raw responses in extra JSON.
+2. **State Consistency**: agree with every earlier response and with the world state.
+3. **Realistic Details**: plausible ids, timestamps, names and numbers, in the style of the demonstrations.
+4. **Output**: the observation only, optionally inside <predicted_observation></predicted_observation>."""
+
+
+def agentworld_system_prompt(spec_set: SpecSet) -> str:
+    """The system prompt in Qwen-AgentWorld's MCP template shape: role, environment, tools, demonstrations."""
+    parts = [AGENTWORLD_ROLE, AGENTWORLD_ENVIRONMENT]
+    if spec_set.world_description or spec_set.world_data is not None:
+        world = ["## World State"]
+        if spec_set.world_description:
+            world.append(spec_set.world_description.strip())
+        if spec_set.world_data is not None:
+            world.append("Initial state (JSON):\n" + json.dumps(spec_set.world_data, ensure_ascii=False))
+        parts.append("\n\n".join(world))
+    tools = "\n".join(json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":"))
+                      for t in spec_set.tools)
+    parts.append("# Input Definitions & Action Space\n\nYou can simulate the following tools:\n\n" + tools)
+    parts.append(AGENTWORLD_REQUIREMENTS)
+    demonstrations = [
+        agentworld_turn(number, render_action(tool.name, example.arguments))
+        + "\n" + agentworld_observation(_example_observation(example))
+        for number, (tool, example) in enumerate(
+            ((t, e) for t in spec_set.tools for e in t.examples), start=1)]
+    if demonstrations:
+        parts.append("# Demonstrations\n\n" + "\n\n".join(demonstrations))
+    return "\n\n---\n\n".join(parts)
+
+
+def agentworld_turn(number: int, action: str) -> str:
+    return f"### Turn {number}\n**Action:**\n```json\n{action}\n```"
+
+
+def agentworld_observation(observation: str) -> str:
+    return f"**Environment Observation:**\n{observation}"
+
+
+def agentworld_messages(system: str, history: list[Turn], action: str) -> list[ChatMessage]:
+    """Earlier turns as numbered action / observation pairs, then the current action as the next turn."""
+    messages = [ChatMessage("system", system)]
+    for number, turn in enumerate(history, start=1):
+        messages.append(ChatMessage("user", agentworld_turn(number, turn.action)))
+        messages.append(ChatMessage("assistant", agentworld_observation(turn.observation)))
+    messages.append(ChatMessage("user", agentworld_turn(len(history) + 1, action)))
+    return messages
+
+
+def _example_observation(example: Example) -> str:
+    observation = example.result if isinstance(example.result, str) else json.dumps(example.result)
+    return f"Error: {observation}" if example.is_error else observation
 
 
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL)

@@ -41,6 +41,11 @@ class SimOptions:
     max_argument_bytes: int = 64 * 1024
     # Put the rendered prompt into each result's _meta (for debugging and tests).
     expose_prompt: bool = False
+    # "generic", or "agentworld" for Qwen-AgentWorld's native prompt format.
+    prompt_style: str = "generic"
+    # Reason first (up to think_budget tokens), then answer under the output-schema grammar.
+    think: bool = False
+    think_budget: int = 1024
 
 
 @dataclass
@@ -147,6 +152,8 @@ class Simulator:
                 "attempts": number + 1}
         if attempt.generation.evaluated_tokens is not None:
             meta["evaluated_tokens"] = attempt.generation.evaluated_tokens
+        if attempt.generation.reasoning_tokens:
+            meta["reasoning_tokens"] = attempt.generation.reasoning_tokens
         if self.options.expose_prompt:
             meta["prompt"] = [{"role": m.role, "content": m.content} for m in messages]
         if attempt.problem is not None:
@@ -172,7 +179,7 @@ class Simulator:
             # Each retry samples differently: a new seed and a little more temperature.
             temperature=opts.temperature + 0.25 * number, top_p=opts.top_p, top_k=opts.top_k,
             repeat_penalty=opts.repeat_penalty, seed=None if opts.seed is None else opts.seed + number,
-            on_token=on_token, cache_key=cache_key)
+            on_token=on_token, cache_key=cache_key, think=opts.think, think_budget=opts.think_budget)
         if cancel is not None:
             request = replace(request, cancel=cancel)
         generation = self.engine.generate(request)
@@ -210,25 +217,30 @@ class Simulator:
     def _system_prompt(self, spec_set: SpecSet) -> str:
         prompt = self._system_prompts.get(spec_set.source)
         if prompt is None:
-            prompt = self._system_prompts[spec_set.source] = system_prompt(spec_set)
+            prompt = system_prompt(spec_set, self.options.prompt_style)
+            self._system_prompts[spec_set.source] = prompt
         return prompt
 
     def _fit_to_context(self, spec_set: SpecSet, session: Session, action: str) -> list[ChatMessage]:
         """The prompt for this call; the oldest turns go first when it would not fit (never the system)."""
         system = self._system_prompt(spec_set)
         history = session.history(spec_set.source)
-        limit = self.engine.context_size - self.options.max_tokens
-        messages = build_messages(system, history, action)
+        limit = self.engine.context_size - self.options.max_tokens - self._think_budget()
+        style = self.options.prompt_style
+        messages = build_messages(system, history, action, style)
         dropped = 0
         while history and self.engine.count_tokens(messages) > limit:
             history.pop(0)
             dropped += 1
-            messages = build_messages(system, history, action)
+            messages = build_messages(system, history, action, style)
         if dropped:
             session.drop_oldest(spec_set.source, dropped)
             logger.warning("session %s: dropped the %d oldest turn(s) of %s to fit the %d-token context",
                            session.id, dropped, spec_set.source, self.engine.context_size)
         return messages
+
+    def _think_budget(self) -> int:
+        return self.options.think_budget if self.options.think else 0
 
     def _session_lock(self, session_id: str) -> threading.Lock:
         with self._locks_guard:

@@ -27,6 +27,9 @@ class GenerationRequest:
     top_k: int = 40
     repeat_penalty: float = 1.1
     seed: int | None = None
+    # Let the model reason first, up to think_budget tokens; the answer (and its grammar) comes after.
+    think: bool = False
+    think_budget: int = 0
     # Called from the generating thread with the number of tokens produced so far.
     on_token: Callable[[int], None] | None = None
     # Names the conversation this prompt continues (a session's history in one world). Engines that keep
@@ -45,6 +48,9 @@ class Generation:
     finish_reason: str
     # Prompt tokens actually evaluated (less than prompt_tokens when a cached prefix was reused).
     evaluated_tokens: int | None = None
+    # The model's reasoning when it thought first; never part of `text`, kept for the debug log.
+    reasoning: str | None = None
+    reasoning_tokens: int = 0
 
 
 class Engine(Protocol):

@@ -16,19 +16,20 @@ import os
 import threading
 import time
 from array import array
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.errors import EngineError, ModelFileError
-from mcp_sim.model_file import check_gguf_file
+from mcp_sim.model_file import check_gguf_file, gguf_architecture
 from mcp_sim.state_cache import Snapshot, StateCache, common_prefix
 
 logger = logging.getLogger(__name__)
 
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # Prompt tokens evaluated between checks for cancellation.
 PREFILL_CHUNK = 256
-
 # Used only when a GGUF carries no chat template (llama.cpp would otherwise fall back to llama-2).
 CHATML_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -51,12 +52,44 @@ def build_info() -> dict[str, Any]:
             "system_info": system_info.strip()}
 
 
+@dataclass(frozen=True)
+class _Thought:
+    prompt: list[int]  # the prompt for the answer phase: ends with the closed think block
+    text: str
+    tokens: int
+    cancelled: bool
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The GGUF's metadata as llama.cpp reads it, loading the vocabulary only (fast even for 20 GB files).
+
+    Raises ModelFileError when this llama.cpp build cannot load the file, e.g. an unknown architecture."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaModel
+
+    check_gguf_file(path)
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    try:
+        model = LlamaModel(path_model=str(path), params=params, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        architecture = gguf_architecture(path) or "unknown"
+        raise ModelFileError(f"this llama.cpp build cannot load {path} (architecture {architecture}): {exc}. "
+                             "The file may be damaged, or its architecture newer than the build: upgrade "
+                             "llama-cpp-python (see docs/MODELS.md)") from exc
+    try:
+        return dict(model.metadata())
+    finally:
+        model.close()
+
+
 class LlamaEngine:
     """Runs one GGUF model with llama-cpp-python."""
 
     def __init__(self, model_path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_gpu_layers: int | None = None, seed: int = 0, template_kwargs: dict[str, Any] | None = None,
-                 state_cache_mb: int = 1024, verbose: bool = False):
+                 n_gpu_layers: int | None = None, seed: int = 0,
+                 template_kwargs: dict[str, Any] | None = None, verbose: bool = False,
+                 chat_template: str | None = None, state_cache_mb: int = 1024):
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
@@ -64,6 +97,8 @@ class LlamaEngine:
         self.n_gpu_layers = n_gpu_layers
         self.seed = seed
         self.template_kwargs = template_kwargs or {}
+        # Overrides the GGUF's own chat template (some files ship a broken or missing one).
+        self.chat_template = chat_template
         self.verbose = verbose
         self._llama: Any = None
         self._formatter: Any = None
@@ -108,7 +143,7 @@ class LlamaEngine:
         logger.info("loaded %s in %.2f s (n_ctx=%d, gpu_layers=%d)", self.model_path,
                     time.perf_counter() - started, self.n_ctx, gpu_layers)
         llama = self._llama
-        template = llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        template = self.chat_template or llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
         eos, bos = llama.token_eos(), llama.token_bos()
         eos_text = llama._model.token_get_text(eos) if eos != -1 else ""
         bos_text = llama._model.token_get_text(bos) if bos != -1 else ""
@@ -120,19 +155,26 @@ class LlamaEngine:
         self._recurrent = bool(llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
         return llama
 
-    def _tokenize(self, messages: list[ChatMessage], generation_prompt: bool = True) -> tuple[list[int], list[str]]:
+    def _tokenize(self, messages: list[ChatMessage], think: bool = False,
+                  generation_prompt: bool = True) -> tuple[list[int], list[str], str]:
         llama = self._ensure_loaded()
         formatter = self._formatter if generation_prompt else self._transcript_formatter
+        # Templates that can think (Qwen3 and kin) read enable_thinking; the others ignore it.
         formatted = formatter(messages=[{"role": m.role, "content": m.content} for m in messages],
-                              **self.template_kwargs)
+                              **{**self.template_kwargs, "enable_thinking": think})
         tokens = llama.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special,
                                 special=True)
         stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
-        return tokens, stops
+        return tokens, stops, formatted.prompt
 
     def count_tokens(self, messages: list[ChatMessage]) -> int:
         with self._lock:
             return len(self._tokenize(messages)[0])
+
+    def render_prompt(self, messages: list[ChatMessage], think: bool = False) -> str:
+        """The prompt text the model sees, through its own chat template (for debugging)."""
+        with self._lock:
+            return self._tokenize(messages, think)[2]
 
     def schema_support(self, json_schema: dict[str, Any]) -> str | None:
         try:
@@ -158,23 +200,44 @@ class LlamaEngine:
 
     def _generate(self, request: GenerationRequest) -> Generation:
         llama = self._ensure_loaded()
-        tokens, stops = self._tokenize(request.messages)
-        if len(tokens) + request.max_tokens > self.n_ctx:
-            raise EngineError(f"the prompt ({len(tokens)} tokens) plus max_tokens ({request.max_tokens}) "
-                              f"exceeds the context of {self.n_ctx}; raise --ctx")
+        tokens, stops, prompt_text = self._tokenize(request.messages, request.think)
+        budget = request.think_budget if request.think else 0
+        if len(tokens) + budget + request.max_tokens > self.n_ctx:
+            thinking = f" plus the thinking budget ({budget})" if budget else ""
+            raise EngineError(f"the prompt ({len(tokens)} tokens){thinking} plus max_tokens "
+                              f"({request.max_tokens}) exceeds the context of {self.n_ctx}; raise --ctx")
         checkpoints = self._checkpoints(request, tokens)
         self._resume(tokens, [key for _, key in checkpoints])
         evaluated = self._prefill(tokens, checkpoints, request.cancel)
         self.last_evaluated = evaluated
         if request.cancel.is_set():
             return Generation("", len(tokens), 0, "cancelled", evaluated)
+        # The model state now holds all but the last prompt token: what follows evaluates just that one.
+        answer_prompt, thought = tokens, None
+        if request.think:
+            thought = self._think(llama, tokens, prompt_text, stops, request)
+            if thought.cancelled:
+                return Generation(text="", prompt_tokens=len(tokens), completion_tokens=thought.tokens,
+                                  finish_reason="cancelled", evaluated_tokens=evaluated + 1,
+                                  reasoning=thought.text, reasoning_tokens=thought.tokens)
+            answer_prompt = thought.prompt
         grammar = None
         if request.json_schema is not None:
             grammar = self._grammar(request.schema_key or json.dumps(request.json_schema, sort_keys=True),
                                     request.json_schema)
-        # The KV now holds all but the last prompt token, so llama.cpp evaluates just that one and samples.
+        offset = thought.tokens if thought else 0
+        text, finish_reason, produced = self._decode(llama, answer_prompt, stops, grammar, request, offset)
+        # A final chunk may carry only the finish reason.
+        answer_tokens = max(0, llama.n_tokens - len(answer_prompt)) or produced
+        return Generation(text=text, prompt_tokens=len(tokens), completion_tokens=offset + answer_tokens,
+                          finish_reason=finish_reason, evaluated_tokens=evaluated + 1,
+                          reasoning=thought.text if thought else None, reasoning_tokens=offset)
+
+    def _decode(self, llama: Any, prompt: list[int], stops: list[str], grammar: Any,
+                request: GenerationRequest, offset: int) -> tuple[str, str, int]:
+        """Stream one answer, reporting tokens and stopping between tokens when cancelled."""
         stream = llama.create_completion(
-            prompt=tokens, max_tokens=request.max_tokens, temperature=request.temperature,
+            prompt=prompt, max_tokens=request.max_tokens, temperature=request.temperature,
             top_p=request.top_p, top_k=request.top_k, repeat_penalty=request.repeat_penalty,
             seed=request.seed, stop=stops, grammar=grammar, stream=True)
         pieces: list[str] = []
@@ -185,7 +248,7 @@ class LlamaEngine:
             pieces.append(choice["text"])
             produced += 1
             if request.on_token is not None:
-                request.on_token(produced)
+                request.on_token(offset + produced)
             if choice.get("finish_reason"):
                 finish_reason = choice["finish_reason"]
             if request.cancel.is_set():
@@ -193,10 +256,55 @@ class LlamaEngine:
                 break
         with contextlib.suppress(Exception):
             stream.close()  # stops decoding now when we broke out early
-        # A final chunk may carry only the finish reason.
-        completion_tokens = max(0, llama.n_tokens - len(tokens)) or produced
-        return Generation(text="".join(pieces), prompt_tokens=len(tokens), completion_tokens=completion_tokens,
-                          finish_reason=finish_reason, evaluated_tokens=evaluated + 1)
+        return "".join(pieces), finish_reason, produced
+
+    def _think(self, llama: Any, prompt: list[int], prompt_text: str, stops: list[str],
+               request: GenerationRequest) -> _Thought:
+        """Phase one of a thinking answer: free decoding inside <think> until the model closes it or the
+        budget runs out. No grammar here, so the schema never forces JSON into the reasoning; the answer
+        prompt that comes back ends with a closed think block, ready for the grammar-constrained phase."""
+        import llama_cpp
+
+        # Some templates open the block themselves when thinking is on; otherwise we do.
+        opened = prompt_text.rstrip().endswith(THINK_OPEN)
+        prefix = prompt + ([] if opened else self._encode(THINK_OPEN + "\n"))
+        generated: list[int] = []
+        closed = cancelled = False
+        if request.think_budget > 0:
+            if request.seed is not None:
+                llama.set_seed(request.seed)
+            tokens = llama.generate(prefix, top_k=request.top_k, top_p=request.top_p,
+                                    temp=request.temperature, repeat_penalty=request.repeat_penalty)
+            try:
+                for token in tokens:
+                    if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
+                        break  # the model ended its turn while thinking; the answer phase still follows
+                    generated.append(token)
+                    if request.on_token is not None:
+                        request.on_token(len(generated))
+                    # A tail window is enough to see the closing tag or a stop string appear.
+                    tail = llama.detokenize(generated[-8:], special=True).decode("utf-8", errors="ignore")
+                    if THINK_CLOSE in tail:
+                        closed = True
+                        break
+                    if request.cancel.is_set():
+                        cancelled = True
+                        break
+                    if any(stop in tail for stop in stops) or len(generated) >= request.think_budget:
+                        break
+            finally:
+                tokens.close()
+        text = llama.detokenize(generated, special=True).decode("utf-8", errors="replace")
+        reasoning = text.split(THINK_CLOSE, 1)[0].strip()
+        logger.debug("reasoning (%d tokens, %s): %s", len(generated), "closed" if closed else "budget or end",
+                     reasoning)
+        # Extending the evaluated tokens (never re-tokenizing them) keeps the cache valid, which matters
+        # for recurrent models (qwen35moe) whose state cannot be rolled back to a shorter prefix.
+        suffix = "\n\n" if closed else ("" if text.endswith("\n") else "\n") + THINK_CLOSE + "\n\n"
+        return _Thought(prefix + generated + self._encode(suffix), reasoning, len(generated), cancelled)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _checkpoints(self, request: GenerationRequest, tokens: list[int]) -> list[tuple[int, str]]:
         """Where to snapshot on the way through this prompt: the end of the system prompt (shared by every
