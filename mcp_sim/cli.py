@@ -172,3 +172,10 @@ def check(specs: tuple[str, ...]) -> None:
 
 def main() -> None:
     cli(prog_name="mcp-sim")
+
+
+# Commands that work against real servers live in their own module (imported last: it imports this one).
+from mcp_sim.commands_fidelity import mirror, record  # noqa: E402
+
+cli.add_command(mirror)
+cli.add_command(record)
