@@ -175,7 +175,9 @@ def main() -> None:
 
 
 # Commands that work against real servers live in their own module (imported last: it imports this one).
-from mcp_sim.commands_fidelity import mirror, record  # noqa: E402
+from mcp_sim.commands_fidelity import eval_command, learn, mirror, record  # noqa: E402
 
 cli.add_command(mirror)
 cli.add_command(record)
+cli.add_command(learn)
+cli.add_command(eval_command)

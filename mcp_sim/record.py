@@ -52,7 +52,8 @@ class Recorder:
             arguments=replace_text(self.redactor.value(arguments), self.replacements),
             result=replace_text(self.redactor.result(result), self.replacements),
             is_error=bool(result.get("isError")), latency_ms=round(latency_ms, 1), server=self.server_name,
-            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), protocol_error=protocol_error)
+            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            protocol_error=protocol_error)
         self.writer.write(record)
         return record
 
@@ -103,7 +104,8 @@ async def _forward(upstream: Client, ctx: Any, params: types.CallToolRequestPara
     # outputSchema and raise, and a transparent proxy must pass even a broken result through.
     request = types.CallToolRequest(params=types.CallToolRequestParams(name=params.name,
                                                                        arguments=params.arguments))
-    return await upstream.session.send_request(request, types.CallToolResult, progress_callback=relay_progress)
+    return await upstream.session.send_request(request, types.CallToolResult,
+                                               progress_callback=relay_progress)
 
 
 def _connection_session(ctx: Any) -> str | None:
