@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 
 from mcp_sim.cli import build_simulator, engine_options, handle_errors, logger
@@ -34,16 +33,16 @@ def _server_options(command: Any) -> Any:
 def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[str, ...], out: Path | None,
            skip_invalid: bool) -> None:
     """Write a spec of a live server's tools: `mirror --out S.yaml -- COMMAND ARGS` or `mirror --url URL`."""
-    from mcp_sim.errors import SpecError
-    from mcp_sim.mirror import dump_spec, fetch_server, invalid_tools, spec_document
-    from mcp_sim.upstream import parse_env, server_target
+    from mcp_sim.mirror import MirrorError, dump_spec, fetch_server, invalid_tools, spec_document
+    from mcp_sim.upstream import parse_env, run_upstream, server_target
 
     target = server_target(server_command, url, parse_env(env_pairs))
-    document = spec_document(anyio.run(fetch_server, target))
+    document = spec_document(run_upstream(fetch_server, target))
     invalid = invalid_tools(document)
     if invalid and not skip_invalid:
-        listed = [f"tool {name!r} as listed: {p}" for name, found in invalid.items() for p in found]
-        raise SpecError([*listed, "nothing was written; pass --skip-invalid to mirror the other tools"])
+        listed = "\n".join(f"  - tool {name!r}{p}" for name, found in invalid.items() for p in found)
+        raise MirrorError(f"the server lists {len(invalid)} tool(s) the spec loader rejects, so nothing was "
+                          f"written (pass --skip-invalid to mirror the other tools):\n{listed}")
     if invalid:
         document["tools"] = [t for t in document["tools"] if t.get("name") not in invalid]
         click.echo(f"skipped {len(invalid)} tool(s) the spec loader rejects: {', '.join(invalid)}", err=True)
@@ -78,7 +77,7 @@ def record(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
     """Proxy a real server and record each tool call: `record --out t.jsonl -- COMMAND ARGS`."""
     from mcp_sim.record import run_proxy
     from mcp_sim.traces import DEFAULT_REDACT_PATTERNS, Redactor
-    from mcp_sim.upstream import UpstreamError, parse_env, server_target
+    from mcp_sim.upstream import UpstreamError, parse_env, run_upstream, server_target
 
     pairs = []
     for item in replacements:
@@ -90,8 +89,8 @@ def record(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
     redactor = Redactor(redact_patterns or DEFAULT_REDACT_PATTERNS)
     logger.warning("mcp-sim record: proxying %s over %s, appending calls to %s", url or server_command[0],
                    transport, out)
-    anyio.run(lambda: run_proxy(target, out, redactor=redactor, replacements=pairs, session=session,
-                                transport=transport, host=host, port=port))
+    run_upstream(lambda: run_proxy(target, out, redactor=redactor, replacements=pairs, session=session,
+                                   transport=transport, host=host, port=port), target=target)
 
 
 def _write_checked(document: dict[str, Any], path: Path) -> None:

@@ -11,9 +11,13 @@ from typing import Any
 import yaml
 from mcp import StdioServerParameters
 
-from mcp_sim.errors import SpecError
+from mcp_sim.errors import McpSimError, SpecError
 from mcp_sim.specs import load_catalog
 from mcp_sim.upstream import connect, list_all_tools
+
+
+class MirrorError(McpSimError):
+    """The server's tools would not make a spec that loads."""
 
 
 @dataclass
@@ -51,7 +55,9 @@ def tool_problems(tool: dict[str, Any]) -> list[str]:
         try:
             load_catalog([path])
         except SpecError as exc:
-            return [problem.replace(f"{path}#/tools/0 ", "") for problem in exc.problems]
+            where = f"{path}#/tools/0"
+            named = f"{where} (tool {tool.get('name')!r})"
+            return [p.replace(named, "").replace(where, "") for p in exc.problems]
     return []
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 from mcp_sim.errors import McpSimError
+
+T = TypeVar("T")
 
 # A server that keeps handing out cursors must not hang mirror or the proxy.
 MAX_PAGES = 100
@@ -62,3 +66,32 @@ def parse_env(pairs: Sequence[str]) -> dict[str, str]:
             raise UpstreamError(f"--env {pair!r}: expected KEY=VALUE")
         env[key] = value
     return env
+
+
+def run_upstream(function: Callable[..., Awaitable[T]], *args: Any, target: Any = None) -> T:
+    """Run `function(*args)`; failing to reach or talk to the server becomes UpstreamError.
+
+    Without this, a missing command or a refused connection surfaces as a nested exception group.
+    """
+    target = target if target is not None else (args[0] if args else None)
+    try:
+        return anyio.run(function, *args)
+    except McpSimError:
+        raise
+    except Exception as exc:
+        cause = _innermost(exc)
+        message = f"could not talk to the server {describe(target)}: {type(cause).__name__}: {cause}"
+        raise UpstreamError(message) from exc
+
+
+def describe(target: Any) -> str:
+    if isinstance(target, StdioServerParameters):
+        return " ".join([target.command, *target.args])
+    return str(target)
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    # Duck-typed: BaseExceptionGroup is a builtin only from Python 3.11.
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
