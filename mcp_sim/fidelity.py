@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_sim.specs import validation_error
+from mcp_sim.traces import result_text
 
 METRICS = ("schema_valid", "error_agreement", "structure", "value", "state", "fidelity")
 DEFAULT_REL_TOL = 0.1
@@ -54,8 +55,6 @@ class Observation:
     @classmethod
     def from_wire(cls, result: dict[str, Any]) -> Observation:
         """From a CallToolResult as on the wire (a trace's `result`)."""
-        from mcp_sim.traces import result_text
-
         return cls(result_text(result), result.get("structuredContent"), bool(result.get("isError")))
 
     def payload(self) -> Any:
@@ -159,15 +158,14 @@ def structure_match(real: Any, simulated: Any) -> float:
 
 
 def value_match(real: Any, simulated: Any, rel_tol: float = DEFAULT_REL_TOL) -> float:
-    leaves = list(_leaves(real))
-    if not leaves:  # an empty object or array: the fact is its emptiness
-        return 1.0 if _kind(real) == _kind(simulated) and not simulated else 0.0
-    return _mean(leaf_match(leaf, _lookup(simulated, path), rel_tol) for path, leaf in leaves)
+    return _mean(leaf_match(leaf, _lookup(simulated, path), rel_tol) for path, leaf in _leaves(real))
 
 
 def leaf_match(real: Any, simulated: Any, rel_tol: float = DEFAULT_REL_TOL) -> float:
     if simulated is _MISSING or _kind(real) != _kind(simulated):
         return 0.0
+    if isinstance(real, dict | list):  # an empty object or array: the fact is its emptiness
+        return 0.0 if simulated else 1.0
     if isinstance(real, bool) or real is None:
         return 1.0 if real == simulated else 0.0
     if isinstance(real, int | float):
@@ -230,10 +228,11 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    if isinstance(value, dict):
+    """Scalars and empty containers, each with its path."""
+    if isinstance(value, dict) and value:
         for key, item in value.items():
             yield from _leaves(item, (*path, key))
-    elif isinstance(value, list):
+    elif isinstance(value, list) and value:
         for index, item in enumerate(value):
             yield from _leaves(item, (*path, index))
     else:

@@ -29,6 +29,11 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
     """Add examples from `records` to the spec `document` (a mapping with `tools`), in place."""
     report = LearnReport()
     tools = {tool.get("name"): tool for tool in document.get("tools", []) if isinstance(tool, dict)}
+    if replace:
+        for tool in tools.values():
+            tool.get("x-sim", {}).pop("examples", None)
+            if tool.get("x-sim") == {}:
+                del tool["x-sim"]
     candidates: dict[str, list[dict[str, Any]]] = {}
     for record in records:
         tool = tools.get(record.tool)
@@ -42,10 +47,12 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
             candidates.setdefault(record.tool, []).append(example)
     for name, found in candidates.items():
         sim = tools[name].setdefault("x-sim", {})
-        existing = [] if replace else list(sim.get("examples") or [])
+        existing = list(sim.get("examples") or [])
         chosen = pick_diverse(found, existing, max_per_tool - len(existing))
-        if chosen or replace:
+        if chosen:
             sim["examples"] = existing + chosen
+        elif not existing:
+            del tools[name]["x-sim"]
         report.added[name] = len(chosen)
     return report
 

@@ -151,3 +151,29 @@ def test_record_over_http_gives_each_agent_connection_its_own_session(tmp_path: 
         steps = [r for r in records if r.session == session]
         assert [(r.step, r.tool) for r in steps] == [(1, "get_current_time"), (2, "convert_time")]
         assert steps[0].structured["timezone"] == zone and steps[0].server == "mcp-time"
+
+
+def test_record_in_front_of_an_http_server(tmp_path: Path) -> None:
+    trace = tmp_path / "everything.jsonl"
+    port = free_port()
+    upstream = subprocess.Popen(everything_server("streamableHttp"), env=subprocess_env(PORT=str(port)),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def agent() -> str:
+        proxy = stdio(mcp_sim_command("record", "--out", str(trace), "--session", "web", "--url",
+                                      f"http://127.0.0.1:{port}/mcp"))
+        async with Client(proxy, mode="legacy") as client:
+            assert client.server_info is not None and client.server_info.name == "mcp-servers/everything"
+            result = await client.call_tool("get-sum", {"a": 2, "b": 40})
+            return result.content[0].text  # type: ignore[union-attr]
+
+    try:
+        wait_for_port(port, upstream)
+        answer = anyio.run(agent)
+    finally:
+        stop(upstream)
+    (record,) = read_traces([trace])
+    assert "42" in answer and record.text == answer
+    assert (record.session, record.step, record.tool) == ("web", 1, "get-sum")
+    assert record.arguments == {"a": 2, "b": 40}
+    assert record.server == "mcp-servers/everything"
