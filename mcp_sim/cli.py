@@ -175,9 +175,7 @@ def main() -> None:
 
 
 # Commands that work against real servers live in their own module (imported last: it imports this one).
-from mcp_sim.commands_fidelity import eval_command, learn, mirror, record  # noqa: E402
+from mcp_sim import commands_fidelity  # noqa: E402
 
-cli.add_command(mirror)
-cli.add_command(record)
-cli.add_command(learn)
-cli.add_command(eval_command)
+for _command in commands_fidelity.COMMANDS:
+    cli.add_command(_command)

@@ -242,3 +242,6 @@ class _progress:
 
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
+
+
+COMMANDS: list[click.Command] = [mirror, record, learn, eval_command]

@@ -36,11 +36,11 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
                 del tool["x-sim"]
     candidates: dict[str, list[dict[str, Any]]] = {}
     for record in records:
-        tool = tools.get(record.tool)
-        if tool is None:
+        definition = tools.get(record.tool)
+        if definition is None:
             report.skipped.append(f"{record.session}#{record.step}: the spec has no tool {record.tool!r}")
             continue
-        example, reason = example_from_record(record, tool, max_chars)
+        example, reason = example_from_record(record, definition, max_chars)
         if example is None:
             report.skipped.append(f"{record.session}#{record.step} ({record.tool}): {reason}")
         else:

@@ -19,7 +19,9 @@ from mcp_sim.specs import load_catalog
 from mcp_sim.traces import read_traces
 from tests.fidelity_helpers import TRACES, filesystem_server, memory_server, recorder, run_cli, time_server
 
-FAST = ["--max-tokens", "128", "--attempts", "1", "--ctx", "4096"]
+# One thread: on a busy shared machine llama.cpp's threads spin at barriers, and one thread ran these
+# tests ten times faster than two (same answers; decoding is deterministic for a fixed seed).
+FAST = ["--max-tokens", "128", "--attempts", "1", "--ctx", "4096", "--threads", "1"]
 
 
 def scripted_calls(name: str, root: str) -> list[tuple[str, dict[str, Any]]]:
@@ -97,7 +99,7 @@ def test_mirror_record_learn_eval_against_the_real_server(name: str, tmp_path: P
 
 @pytest.fixture(scope="module")
 def time_simulator(model_path: Path) -> Simulator:
-    engine = LlamaEngine(model_path, n_ctx=4096)
+    engine = LlamaEngine(model_path, n_ctx=4096, n_threads=1)
     return Simulator(load_catalog([TRACES / "time.yaml"]), engine,
                      SimOptions(max_tokens=96, expose_prompt=True))
 
