@@ -204,8 +204,9 @@ def main() -> None:
     cli(prog_name="mcp-sim")
 
 
-# Commands that live in their own modules, built with the shared decorators above.
+# Commands that live in their own modules (imported last: they import this one).
+from mcp_sim import commands_fidelity  # noqa: E402
 from mcp_sim.commands_models import commands  # noqa: E402
 
-for _command in commands(engine_options, handle_errors):
+for _command in [*commands(engine_options, handle_errors), *commands_fidelity.COMMANDS]:
     cli.add_command(_command)

@@ -32,6 +32,7 @@ def test_interleaved_sessions_resume_their_own_state(model_path: Path) -> None:
     catalog = load_catalog([SPECS / "files.yaml"])
     warm_engine = LlamaEngine(model_path, n_ctx=4096, n_threads=2, state_cache_mb=512)
     cold_engine = LlamaEngine(model_path, n_ctx=4096, n_threads=2, state_cache_mb=0)
+    cold_engine.load()
     warm = run_interleaved(Simulator(catalog, warm_engine, OPTIONS), cold=False)
     cold = run_interleaved(Simulator(catalog, cold_engine, OPTIONS), cold=True)
 

@@ -1,0 +1,138 @@
+"""Teach a spec from real traces: recorded results become the tools' `x-sim.examples`.
+
+Per tool a bounded number of examples, picked for diverse arguments (farthest first), so the model
+sees how the real tool answers different requests rather than one request many times.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_sim.specs import validation_error
+from mcp_sim.traces import TraceRecord
+
+DEFAULT_MAX_PER_TOOL = 2
+DEFAULT_MAX_CHARS = 1500
+
+
+@dataclass
+class LearnReport:
+    added: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # why some records could not become examples
+
+
+def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool: int = DEFAULT_MAX_PER_TOOL,
+          max_chars: int = DEFAULT_MAX_CHARS, replace: bool = False) -> LearnReport:
+    """Add examples from `records` to the spec `document` (a mapping with `tools`), in place."""
+    report = LearnReport()
+    tools = {tool.get("name"): tool for tool in document.get("tools", []) if isinstance(tool, dict)}
+    if replace:
+        for tool in tools.values():
+            tool.get("x-sim", {}).pop("examples", None)
+            if tool.get("x-sim") == {}:
+                del tool["x-sim"]
+    candidates: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        definition = tools.get(record.tool)
+        if definition is None:
+            report.skipped.append(f"{record.session}#{record.step}: the spec has no tool {record.tool!r}")
+            continue
+        example, reason = example_from_record(record, definition, max_chars)
+        if example is None:
+            report.skipped.append(f"{record.session}#{record.step} ({record.tool}): {reason}")
+        else:
+            candidates.setdefault(record.tool, []).append(example)
+    for name, found in candidates.items():
+        sim = tools[name].setdefault("x-sim", {})
+        existing = list(sim.get("examples") or [])
+        chosen = pick_diverse(found, existing, max_per_tool - len(existing))
+        if chosen:
+            sim["examples"] = existing + chosen
+        elif not existing:
+            del tools[name]["x-sim"]
+        report.added[name] = len(chosen)
+    return report
+
+
+def example_from_record(record: TraceRecord, tool: dict[str, Any], max_chars: int
+                        ) -> tuple[dict[str, Any] | None, str | None]:
+    """The spec example for one recorded call, or None and why it cannot be one."""
+    if record.protocol_error is not None:
+        return None, "the server answered with a protocol error, not a tool result"
+    problem = validation_error(record.arguments, tool.get("inputSchema") or {})
+    if problem:
+        return None, f"the arguments do not fit the inputSchema: {problem}"
+    example: dict[str, Any] = {"arguments": record.arguments}
+    output_schema = tool.get("outputSchema")
+    if record.is_error:
+        example.update(result=record.text, isError=True)
+    elif output_schema is not None:
+        structured = record.structured
+        if structured is None:
+            return None, "the tool has an outputSchema but the result has no structuredContent"
+        problem = validation_error(structured, output_schema)
+        if problem:
+            return None, f"the structuredContent does not fit the outputSchema: {problem}"
+        example["result"] = structured
+    else:
+        example["result"] = record.text
+    size = len(json.dumps(example, ensure_ascii=False))
+    if size > max_chars:
+        return None, f"{size} characters, over the {max_chars} allowed per example (--max-chars)"
+    return example, None
+
+
+def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[str, Any]], count: int
+                 ) -> list[dict[str, Any]]:
+    """Up to `count` candidates, each as unlike the examples already chosen as possible.
+
+    Distance is 1 - Jaccard similarity of the arguments' leaf `path=value` pairs (plus the error
+    flag); repeated arguments are dropped. Successes come first: at most one error example is taken,
+    and only while no success is left to add. Ties keep recorded order.
+    """
+    chosen: list[dict[str, Any]] = []
+    seen = {_key(e) for e in existing}
+    pool = []
+    for candidate in candidates:
+        if _key(candidate) not in seen:
+            seen.add(_key(candidate))
+            pool.append(candidate)
+    errors_taken = sum(1 for e in existing if e.get("isError"))
+    while pool and len(chosen) < max(0, count):
+        successes = [c for c in pool if not c.get("isError")]
+        options = successes or ([c for c in pool if c.get("isError")] if errors_taken == 0 else [])
+        if not options:
+            break
+        picked = max(options, key=lambda c: _distance(c, [*existing, *chosen]))
+        pool.remove(picked)
+        chosen.append(picked)
+        errors_taken += bool(picked.get("isError"))
+    return chosen
+
+
+def _key(example: dict[str, Any]) -> str:
+    return json.dumps(example["arguments"], sort_keys=True)
+
+
+def _features(example: dict[str, Any]) -> set[str]:
+    features = {f"error={bool(example.get('isError'))}"}
+    stack: list[tuple[str, Any]] = [("", example["arguments"])]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{path}/{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}/[]", v) for v in value)
+        else:
+            features.add(f"{path}={json.dumps(value)}")
+    return features
+
+
+def _distance(example: dict[str, Any], others: Sequence[dict[str, Any]]) -> float:
+    """Distance to the nearest of `others` (1.0 when there are none)."""
+    mine = _features(example)
+    distances = [1 - len(mine & _features(o)) / len(mine | _features(o)) for o in others]
+    return min(distances, default=1.0)

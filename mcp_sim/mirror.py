@@ -1,0 +1,79 @@
+"""Turn a live MCP server's tools/list into a spec file: schemas and annotations verbatim."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from mcp import StdioServerParameters
+
+from mcp_sim.errors import McpSimError, SpecError
+from mcp_sim.specs import load_catalog
+from mcp_sim.upstream import connect, list_all_tools
+
+
+class MirrorError(McpSimError):
+    """The server's tools would not make a spec that loads."""
+
+
+@dataclass
+class MirroredServer:
+    name: str
+    version: str | None
+    instructions: str | None
+    tools: list[dict[str, Any]]  # each an MCP Tool exactly as the server listed it (camelCase)
+
+
+async def fetch_server(target: StdioServerParameters | str) -> MirroredServer:
+    """Connect, page through tools/list, and keep everything a spec needs."""
+    async with connect(target) as client:
+        tools = await list_all_tools(client)
+        info = client.server_info
+        return MirroredServer(
+            name=info.name if info else "unnamed-server",
+            version=info.version if info else None,
+            instructions=client.instructions,
+            tools=[tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools])
+
+
+def spec_document(server: MirroredServer) -> dict[str, Any]:
+    """The spec: the server's identity, its name and instructions as the world, its tools as listed."""
+    description = f"{server.name}: {server.instructions}" if server.instructions else server.name
+    identity = {"name": server.name, **({"version": server.version} if server.version else {})}
+    return {"server": identity, "world": {"description": description}, "tools": server.tools}
+
+
+def tool_problems(tool: dict[str, Any]) -> list[str]:
+    """Why the spec loader would reject this tool (empty when it loads), checked on a scratch copy."""
+    with tempfile.TemporaryDirectory(prefix="mcp-sim-mirror-") as scratch:
+        path = Path(scratch) / "tool.json"
+        path.write_text(json.dumps({"tools": [tool]}), encoding="utf-8")
+        try:
+            load_catalog([path])
+        except SpecError as exc:
+            where = f"{path}#/tools/0"
+            named = f"{where} (tool {tool.get('name')!r})"
+            return [p.replace(named, "").replace(where, "") for p in exc.problems]
+    return []
+
+
+def invalid_tools(document: dict[str, Any]) -> dict[str, list[str]]:
+    """Tools of a mirrored document that would not load, by name, with the loader's reasons."""
+    problems = {}
+    for tool in document["tools"]:
+        found = tool_problems(tool)
+        if found:
+            problems[str(tool.get("name"))] = found
+    return problems
+
+
+def dump_spec(document: dict[str, Any], path: Path | None) -> str:
+    """The document as YAML (or JSON for a .json path)."""
+    if path is not None and path.suffix == ".json":
+        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    # Wide lines keep long descriptions readable; block style keeps the schemas diffable.
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=120)

@@ -1,0 +1,133 @@
+"""A transparent MCP proxy that records every real tool call.
+
+The agent talks to this server; each tools/list and tools/call is forwarded unchanged to the real
+server, and each call is appended to a trace file (redacted) before its result goes back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from mcp_sim.server import serve_http, serve_stdio
+from mcp_sim.traces import Redactor, TraceRecord, TraceWriter, read_traces, replace_text
+from mcp_sim.upstream import connect
+
+
+class Recorder:
+    """Numbers the calls of each session and writes them, redacted and with paths replaced."""
+
+    def __init__(self, writer: TraceWriter, server_name: str, redactor: Redactor,
+                 replacements: Sequence[tuple[str, str]] = ()):
+        self.writer = writer
+        self.server_name = server_name
+        self.redactor = redactor
+        self.replacements = list(replacements)
+        self._steps: dict[str, int] = {}
+        self._lock = threading.Lock()
+        if writer.path.exists() and writer.path.stat().st_size:
+            # Appending to an earlier file: a reused session name continues its step count.
+            for record in read_traces([writer.path]):
+                self._steps[record.session] = max(self._steps.get(record.session, 0), record.step)
+
+    def next_step(self, session: str) -> int:
+        with self._lock:
+            self._steps[session] = self._steps.get(session, 0) + 1
+            return self._steps[session]
+
+    def record(self, session: str, step: int, tool: str, arguments: dict[str, Any], result: dict[str, Any],
+               latency_ms: float, protocol_error: int | None = None) -> TraceRecord:
+        record = TraceRecord(
+            session=session, step=step, tool=tool,
+            arguments=replace_text(self.redactor.value(arguments), self.replacements),
+            result=replace_text(self.redactor.result(result), self.replacements),
+            is_error=bool(result.get("isError")), latency_ms=round(latency_ms, 1), server=self.server_name,
+            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            protocol_error=protocol_error)
+        self.writer.write(record)
+        return record
+
+
+def wire_result(result: types.CallToolResult) -> dict[str, Any]:
+    """The parts of a result a trace keeps, camelCase as on the wire."""
+    data = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    kept = {"content": data.get("content", [])}
+    if "structuredContent" in data:
+        kept["structuredContent"] = data["structuredContent"]
+    kept["isError"] = bool(data.get("isError", False))
+    return kept
+
+
+def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str) -> Server:
+    """A server that looks like `upstream` (name, instructions, tools) and records each call."""
+    info = upstream.server_info
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        page = await upstream.list_tools(cursor=params.cursor if params else None)
+        return types.ListToolsResult(tools=page.tools, next_cursor=page.next_cursor)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        session = _connection_session(ctx) or default_session
+        step = recorder.next_step(session)
+        arguments = params.arguments or {}
+        started = time.perf_counter()
+        try:
+            result = await _forward(upstream, ctx, params)
+        except MCPError as exc:
+            failure = {"content": [{"type": "text", "text": exc.message}], "isError": True}
+            recorder.record(session, step, params.name, arguments, failure,
+                            (time.perf_counter() - started) * 1000, protocol_error=exc.code)
+            raise
+        recorder.record(session, step, params.name, arguments, wire_result(result),
+                        (time.perf_counter() - started) * 1000)
+        return result
+
+    return Server(info.name if info else "mcp-sim-record", version=info.version if info else "",
+                  instructions=upstream.instructions, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _forward(upstream: Client, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    # Sent as a raw request: Client.call_tool would validate structuredContent against the
+    # outputSchema and raise, and a transparent proxy must pass even a broken result through.
+    request = types.CallToolRequest(params=types.CallToolRequestParams(name=params.name,
+                                                                       arguments=params.arguments))
+    return await upstream.session.send_request(request, types.CallToolResult,
+                                               progress_callback=relay_progress)
+
+
+def _connection_session(ctx: Any) -> str | None:
+    # The SDK exposes no public accessor for the connection; over HTTP its session id is the MCP session.
+    connection = getattr(ctx.session, "_connection", None)
+    session_id = getattr(connection, "session_id", None)
+    return str(session_id) if session_id else None
+
+
+async def run_proxy(target: StdioServerParameters | str, out: Path, *, redactor: Redactor,
+                    replacements: Sequence[tuple[str, str]] = (), session: str | None = None,
+                    transport: str = "stdio", host: str = "127.0.0.1", port: int = 8766) -> None:
+    """Connect to the real server, then serve the recording proxy until the agent disconnects."""
+    async with connect(target) as upstream:
+        name = upstream.server_info.name if upstream.server_info else "unnamed-server"
+        writer = TraceWriter(out)
+        try:
+            proxy = create_proxy(upstream, Recorder(writer, name, redactor, replacements),
+                                 default_session=session or uuid.uuid4().hex[:12])
+            if transport == "stdio":
+                await serve_stdio(proxy)
+            else:
+                await serve_http(proxy, host, port)
+        finally:
+            writer.close()
