@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -183,8 +184,8 @@ def check(specs: tuple[str, ...]) -> None:
     except McpSimError as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
-    # Grammars are built without loading any model, so this needs no model file.
-    grammar_engine = LlamaEngine("unused.gguf")
+    # Grammars are checked against the default model's vocabulary alone: nothing heavy is loaded.
+    grammar_engine = LlamaEngine(_default_model_or_none())
     for spec_set in catalog.spec_sets:
         world = " (with world)" if spec_set.world_description or spec_set.world_data is not None else ""
         click.echo(f"{spec_set.source}: {len(spec_set.tools)} tool(s){world}")
@@ -198,6 +199,15 @@ def check(specs: tuple[str, ...]) -> None:
             examples = f", {len(tool.examples)} example(s)" if tool.examples else ""
             click.echo(f"  {tool.name}: {output}{examples}" + (f" [{', '.join(flags)}]" if flags else ""))
     click.echo(f"OK: {len(catalog.tools)} tool(s) in {len(catalog.spec_sets)} file(s)")
+
+
+def _default_model_or_none() -> Path:
+    from mcp_sim.model_file import default_model_path
+
+    try:
+        return default_model_path()
+    except McpSimError:
+        return Path("no-model.gguf")  # grammars are then converted but not parsed
 
 
 def main() -> None:

@@ -20,6 +20,15 @@ DEFAULT_MAX_ITEMS = 5
 MAX_REF_DEPTH = 8
 # Formats the converter has its own bounded grammar for.
 GRAMMAR_FORMATS = {"date", "time", "date-time", "uuid"}
+# Formats it ignores, as patterns it can enforce: plain, valid instances of each (small models otherwise
+# write placeholders such as "<EMAIL>", which the validator then rejects on every retry).
+FORMAT_PATTERNS = {
+    # "[.]", not "\.": the converter copies the escape into a literal llama.cpp's grammar parser rejects.
+    "email": r"^[a-z][a-z0-9._-]{0,23}@[a-z][a-z0-9-]{0,15}[.][a-z]{2,6}$",
+    "hostname": r"^[a-z][a-z0-9-]{0,15}([.][a-z][a-z0-9-]{0,15}){0,3}$",
+    "ipv4": r"^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])([.](25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$",
+    "uri": r"^https://[a-z][a-z0-9-]{0,15}([.][a-z][a-z0-9-]{0,15}){1,3}(/[A-Za-z0-9._-]{1,20}){0,4}$",
+}
 
 
 def prepare_for_grammar(schema: dict[str, Any], max_string: int = DEFAULT_MAX_STRING,
@@ -86,7 +95,12 @@ def _split_type_list(node: dict[str, Any], types: list[Any], defs: dict[str, Any
 def _bound(node: dict[str, Any], max_string: int, max_items: int) -> None:
     kind = node.get("type")
     if kind == "string" and not {"enum", "const", "pattern"} & node.keys():
-        if node.get("format") not in GRAMMAR_FORMATS:
+        string_format = node.get("format")
+        if string_format in FORMAT_PATTERNS:
+            node["pattern"] = FORMAT_PATTERNS[node.pop("format")]
+            node.pop("maxLength", None)
+            node.pop("minLength", None)
+        elif string_format not in GRAMMAR_FORMATS:
             node["maxLength"] = min(node.get("maxLength", max_string), max_string)
             node.pop("format", None)  # formats the grammar cannot express are checked after decoding
     if kind == "array":

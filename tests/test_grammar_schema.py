@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.grammar_schema import prepare_for_grammar
@@ -28,8 +29,24 @@ def test_unbounded_strings_and_arrays_get_bounds_but_the_original_is_untouched()
     assert prepared["id"]["maxLength"] == 40 and prepared["code"]["maxLength"] == 6
     assert prepared["tags"]["maxItems"] == 3 and prepared["tags"]["items"]["maxLength"] == 40
     assert "maxLength" not in prepared["state"] and prepared["at"]["format"] == "date-time"
-    assert "format" not in prepared["mail"] and prepared["mail"]["maxLength"] == 40
+    assert "format" not in prepared["mail"] and prepared["mail"]["pattern"].startswith("^[a-z]")
     assert schema == original
+
+
+def test_formats_the_converter_ignores_become_patterns_whose_matches_validate() -> None:
+    import re
+
+    from jsonschema import Draft202012Validator
+
+    from mcp_sim.grammar_schema import FORMAT_PATTERNS
+
+    samples = {"email": "ann.lee@northwind.com", "hostname": "api.internal.example",
+               "ipv4": "10.0.42.7", "uri": "https://docs.example.com/v1/items"}
+    for name, pattern in FORMAT_PATTERNS.items():
+        assert re.fullmatch(pattern.strip("^$"), samples[name]), name
+        validator = Draft202012Validator({"type": "string", "format": name},
+                                         format_checker=Draft202012Validator.FORMAT_CHECKER)
+        assert validator.is_valid(samples[name]), name
 
 
 def test_refs_are_inlined_and_recursion_is_cut() -> None:
@@ -41,8 +58,16 @@ def test_refs_are_inlined_and_recursion_is_cut() -> None:
     assert prepared["properties"]["root"]["properties"]["name"]["type"] == "string"
 
 
-def test_llama_cpp_converts_every_shipped_output_schema() -> None:
-    engine = LlamaEngine("unused.gguf")  # grammars need no model
+def test_a_grammar_llama_cpp_would_reject_is_reported_not_crashed_on(model_path: Path) -> None:
+    """Regression: the converter copied a "\\." escape from a pattern into a literal; the sampler then crashed."""
+    engine = LlamaEngine(model_path)
+    reason = engine.schema_support({"type": "object", "properties": {"host": {"type": "string", "pattern": "^a\\.b$"}},
+                                    "required": ["host"]})
+    assert reason is not None and "grammar parser rejected" in reason
+
+
+def test_llama_cpp_parses_the_grammar_of_every_shipped_output_schema(model_path: Path) -> None:
+    engine = LlamaEngine(model_path)  # the vocabulary alone is loaded to parse grammars
     for tool in load_catalog([SPECS]).tools.values():
         if tool.output_schema is not None:
             assert engine.schema_support(prepare_for_grammar(tool.output_schema)) is None, tool.name

@@ -42,5 +42,10 @@ def test_interleaved_sessions_resume_their_own_state(model_path: Path) -> None:
     warm_late = [evaluated for _, evaluated, _ in warm[3:]]
     cold_late = [evaluated for _, evaluated, _ in cold[3:]]
     assert max(warm_late) < min(cold_late) / 5
-    assert max(warm_late) <= 1.2 * min(warm_late)  # flat from the second call on
+    # Flat from the second call on: the last round costs no more than the first resumed one, give or take
+    # the length of the answers (which differ by session), while the cold prompts grew by two turns.
+    warm_rounds = [sum(e for _, e, _ in warm[3 * r: 3 * r + 3]) for r in (1, 3)]
+    cold_rounds = [sum(e for _, e, _ in cold[3 * r: 3 * r + 3]) for r in (1, 3)]
+    assert warm_rounds[1] <= 1.3 * warm_rounds[0]
+    assert cold_rounds[1] - cold_rounds[0] > warm_rounds[1]
     assert len(warm_engine.states) == 4  # the shared system prompt and one state per session

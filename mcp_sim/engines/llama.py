@@ -109,6 +109,7 @@ class LlamaEngine:
         # Tokens evaluated by the last call, before sampling: the measure of prefix reuse.
         self.last_evaluated = 0
         self._grammars: dict[str, Any] = {}
+        self._vocab_model: Any = None  # a vocabulary-only load, to check grammars before the model loads
         self._lock = threading.Lock()
 
     @property
@@ -191,8 +192,35 @@ class LlamaEngine:
             # The converter prints the grammar to stdout, which is the protocol channel on stdio.
             with contextlib.redirect_stdout(io.StringIO()):
                 grammar = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
+            self._check_grammar(grammar._grammar)
             self._grammars[key] = grammar
         return grammar
+
+    def _check_grammar(self, text: str) -> None:
+        """Parse the grammar as llama.cpp will: the converter can emit text the parser rejects, and a
+        rejected grammar crashes the sampler rather than raising."""
+        import llama_cpp
+
+        vocab = self._vocab()
+        if vocab is None:
+            return  # no model file to check against (only `mcp-sim check` without a model gets here)
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), b"root")
+        if not sampler:
+            raise EngineError("llama.cpp's grammar parser rejected the grammar built from this schema")
+        llama_cpp.llama_sampler_free(sampler)
+
+    def _vocab(self) -> Any:
+        if self._llama is not None:
+            return self._llama._model.vocab
+        if self._vocab_model is None and self.model_path.is_file():
+            import llama_cpp
+            from llama_cpp._internals import LlamaModel
+
+            params = llama_cpp.llama_model_default_params()
+            params.vocab_only = True
+            with contextlib.suppress(ValueError, RuntimeError):  # a bad file is reported when it is loaded
+                self._vocab_model = LlamaModel(path_model=str(self.model_path), params=params, verbose=False)
+        return self._vocab_model.vocab if self._vocab_model is not None else None
 
     def generate(self, request: GenerationRequest) -> Generation:
         with self._lock:
