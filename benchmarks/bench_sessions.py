@@ -181,6 +181,8 @@ def run_concurrency(levels: list[int], calls_each: int) -> tuple[dict[int, dict[
                     "max_latency": max(latencies), "worst_session_mean_over_median": max(means) / statistics.median(means)}
 
         async def all_levels() -> None:
+            # Warm up: the first call of the server reads the system prompt; no level should pay for it.
+            await session("warm-up", [], {})
             for count in levels:
                 results[count] = await level(count)
                 print(f"  {count:>2} sessions: {results[count]['throughput']:.2f} calls/s", file=sys.stderr)

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Snapshot:
     tokens: tuple[int, ...]
-    state: bytes
+    state: memoryview  # the engine's serialized state
 
     @property
     def nbytes(self) -> int:
         # Tokens are kept as Python ints: count them at 8 bytes apiece.
-        return len(self.state) + 8 * len(self.tokens)
+        return self.state.nbytes + 8 * len(self.tokens)
 
 
 def common_prefix(a: tuple[int, ...] | list[int], b: tuple[int, ...] | list[int]) -> int:

@@ -108,6 +108,8 @@ class LlamaEngine:
         self.states = StateCache(state_cache_mb * 1024 * 1024)
         # Tokens evaluated by the last call, before sampling: the measure of prefix reuse.
         self.last_evaluated = 0
+        # The conversation whose state the model holds now (None: none, or a cache-less call).
+        self._live_key: str | None = None
         self._grammars: dict[str, Any] = {}
         self._vocab_model: Any = None  # a vocabulary-only load, to check grammars before the model loads
         self._lock = threading.Lock()
@@ -235,7 +237,10 @@ class LlamaEngine:
             raise EngineError(f"the prompt ({len(tokens)} tokens){thinking} plus max_tokens "
                               f"({request.max_tokens}) exceeds the context of {self.n_ctx}; raise --ctx")
         checkpoints = self._checkpoints(request, tokens)
-        self._resume(tokens, [key for _, key in checkpoints])
+        conversation = _conversation_key(request.cache_key)
+        self._park_live_state(conversation)
+        self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else []))
+        self._live_key = conversation
         evaluated = self._prefill(tokens, checkpoints, request.cancel)
         self.last_evaluated = evaluated
         if request.cancel.is_set():
@@ -335,18 +340,29 @@ class LlamaEngine:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _checkpoints(self, request: GenerationRequest, tokens: list[int]) -> list[tuple[int, str]]:
-        """Where to snapshot on the way through this prompt: the end of the system prompt (shared by every
-        session of a spec) and the end of this conversation's finished turns (resumed on its next call)."""
+        """Where to snapshot on the way through this prompt: the end of the system prompt, shared by every
+        session of a spec; for recurrent models also the end of this conversation's finished turns."""
         messages = request.messages
         boundaries: list[tuple[int, str]] = []
         system_end = self._prefix_length(messages[:1], tokens)
         if system_end:
             boundaries.append((system_end, "system:" + _digest(tokens[:system_end])))
-        if request.cache_key is not None and len(messages) > 2:
+        # Attention models resume from the state parked after their last answer (see _park_live_state);
+        # recurrent state can only resume from an exact prefix, which the end of the finished turns is.
+        if self._recurrent and request.cache_key is not None and len(messages) > 2:
             history_end = self._prefix_length(messages[:-1], tokens)
             if history_end > system_end:
-                boundaries.append((history_end, "conversation:" + request.cache_key))
+                boundaries.append((history_end, "turns:" + request.cache_key))
         return boundaries
+
+    def _park_live_state(self, incoming: str | None) -> None:
+        """Before another conversation takes the model, save the live one's state (its prompt and answer).
+
+        Taken only on a switch, so a session calling alone pays nothing; its next prompt extends what it
+        just generated, so it resumes with only the new call to read."""
+        if self._live_key is None or self._live_key == incoming or self._recurrent or not self._llama.n_tokens:
+            return
+        self.states.put(self._live_key, self._snapshot())
 
     def _prefix_length(self, messages: list[ChatMessage], tokens: list[int]) -> int:
         """How many of `tokens` render `messages` as a finished transcript; 0 when the template renders
@@ -393,20 +409,26 @@ class LlamaEngine:
         size = llama_cpp.llama_state_seq_get_size(ctx, 0)
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
-        return Snapshot(tuple(self._llama._input_ids.tolist()), ctypes.string_at(buffer, written))
+        # The ctypes buffer is kept as it is: copying tens of MB into bytes (and back) doubled the cost.
+        return Snapshot(tuple(self._llama._input_ids.tolist()), memoryview(buffer)[:written])
 
     def _restore(self, snapshot: Snapshot) -> None:
         import llama_cpp
 
         llama = self._llama
-        buffer = (ctypes.c_uint8 * len(snapshot.state)).from_buffer_copy(snapshot.state)
-        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buffer, len(snapshot.state), 0) != len(snapshot.state):
+        size = snapshot.state.nbytes
+        buffer = (ctypes.c_uint8 * size).from_buffer(snapshot.state.obj)  # shares the memory: no copy
+        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buffer, size, 0) != size:
             logger.warning("could not restore a state snapshot; evaluating the prompt from the start")
             llama.reset()
             return
         count = len(snapshot.tokens)
         llama.input_ids[:count] = snapshot.tokens
         llama.n_tokens = count
+
+
+def _conversation_key(cache_key: str | None) -> str | None:
+    return None if cache_key is None else "conversation:" + cache_key
 
 
 def _digest(tokens: list[int]) -> str:
