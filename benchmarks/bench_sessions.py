@@ -13,11 +13,9 @@ docs/bench_session_latency.png. Run it on an otherwise idle machine: llama.cpp's
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -77,7 +75,7 @@ def run_mcp_sim(calls_per_session: int, threads: int) -> tuple[Run, list[Any], d
             first_token: list[float] = []
             started = time.perf_counter()
             result = simulator.simulate("write_file", arguments(session, index), session_id=session,
-                                        on_progress=lambda n, _t: first_token.append(time.perf_counter()))
+                                        on_progress=lambda n, _t, seen=first_token: seen.append(time.perf_counter()))
             elapsed = time.perf_counter() - started
             wall_total += elapsed
             meta = result.meta[META_KEY]
@@ -178,7 +176,8 @@ def run_concurrency(levels: list[int], calls_each: int) -> tuple[dict[int, dict[
             means = [statistics.mean(v) for v in per_session.values()]
             return {"sessions": count, "calls": len(latencies), "seconds": elapsed,
                     "throughput": len(latencies) / elapsed, "p50": statistics.median(latencies),
-                    "max_latency": max(latencies), "worst_session_mean_over_median": max(means) / statistics.median(means)}
+                    "max_latency": max(latencies),
+                    "worst_session_mean_over_median": max(means) / statistics.median(means)}
 
         async def all_levels() -> None:
             # Warm up: the first call of the server reads the system prompt; no level should pay for it.
@@ -217,7 +216,8 @@ def plot(sim: Run, naive: Run, calls: int, path: Path) -> None:
     for run, label in ((naive, "naive create_chat_completion"), (sim, "mcp-sim")):
         left.plot(xs, [statistics.median(c.latency_s for c in run.at(i)) for i in xs], marker="o", label=label)
         right.plot(xs, [statistics.median(c.evaluated for c in run.at(i)) for i in xs], marker="o", label=label)
-    left.set(xlabel="call number in its session", ylabel="latency (s)", title="Latency per call, 2 interleaved sessions")
+    left.set(xlabel="call number in its session", ylabel="latency (s)",
+             title="Latency per call, 2 interleaved sessions")
     right.set(xlabel="call number in its session", ylabel="prompt tokens evaluated", title="Tokens evaluated per call")
     for axis in (left, right):
         axis.grid(alpha=0.3)
