@@ -67,6 +67,8 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-argument-bytes", type=click.IntRange(1), default=64 * 1024, show_default=True,
                      help="Larger arguments are refused with an is_error result."),
         click.option("--expose-prompt", is_flag=True, help="Put each call's prompt into its _meta (debugging)."),
+        click.option("--simulate-errors", is_flag=True,
+                     help="Let the model answer a call that cannot succeed with a tool failure (isError)."),
         click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
                      help="Model instances answering calls side by side (each holds its own weights and KV)."),
         click.option("--state-cache-mb", type=click.IntRange(0), default=1024, show_default=True,

@@ -41,6 +41,7 @@ class EngineSettings:
     attempts: int = 3
     max_argument_bytes: int = 64 * 1024
     expose_prompt: bool = False
+    simulate_errors: bool = False
     think: bool | None = None
     think_budget: int | None = None
     prompt_style: str = "auto"
@@ -93,7 +94,7 @@ def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[Si
         top_k=_first(settings.top_k, sampling and sampling.top_k, base.top_k),
         repeat_penalty=_first(sampling and sampling.repeat_penalty, base.repeat_penalty),
         seed=settings.seed, attempts=settings.attempts, max_argument_bytes=settings.max_argument_bytes,
-        expose_prompt=settings.expose_prompt,
+        expose_prompt=settings.expose_prompt, simulate_errors=settings.simulate_errors,
         prompt_style=settings.prompt_style if settings.prompt_style != "auto" else (
             manifest.prompt_style if manifest else "generic"),
         think=think,

@@ -45,10 +45,37 @@ def render_observation(structured: Any | None, text: str) -> str:
     return json.dumps(structured, ensure_ascii=False) if structured is not None else text
 
 
-def system_prompt(spec_set: SpecSet, style: str = "generic") -> str:
+ERRORS_RULE = """\
+- If the call cannot succeed in this world (a missing item, an invalid state, a bad value), answer \
+{"error": "<the message the real tool gives>"} for a tool with an outputSchema, or a line starting with \
+"Error: " for a text tool."""
+
+
+def error_schema(max_length: int) -> dict[str, Any]:
+    """The shape of a simulated tool failure, offered to the grammar beside the tool's outputSchema."""
+    return {"type": "object", "properties": {"error": {"type": "string", "minLength": 1, "maxLength": max_length}},
+            "required": ["error"], "additionalProperties": False}
+
+
+def parse_error(answer: Any, structured: bool) -> str | None:
+    """The failure message when ANSWER is a simulated tool failure, else None."""
+    if structured:
+        if isinstance(answer, dict) and set(answer) == {"error"} and isinstance(answer["error"], str):
+            return answer["error"].strip() or None
+        return None
+    text = str(answer)
+    return text if text.startswith("Error:") else None
+
+
+def render_error(message: str, structured: bool) -> str:
+    """A simulated failure as the model wrote it, for the session history."""
+    return json.dumps({"error": message}, ensure_ascii=False) if structured else message
+
+
+def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = False) -> str:
     """The simulator's role, tool definitions, world and demonstrations for one spec set."""
     if style == "agentworld":
-        return agentworld_system_prompt(spec_set)
+        return agentworld_system_prompt(spec_set, errors)
     parts = [ROLE, "# Input Definitions & Action Space"]
     for tool in spec_set.tools:
         parts.append(json.dumps(_prompt_definition(tool), ensure_ascii=False, separators=(",", ":")))
@@ -58,7 +85,7 @@ def system_prompt(spec_set: SpecSet, style: str = "generic") -> str:
             parts.append(spec_set.world_description.strip())
         if spec_set.world_data is not None:
             parts.append("Initial state (JSON):\n" + json.dumps(spec_set.world_data, ensure_ascii=False))
-    parts.append(RULES)
+    parts.append(RULES + ("\n" + ERRORS_RULE if errors else ""))
     demonstrations = _demonstrations(spec_set)
     if demonstrations:
         parts.append("# Demonstrations\n" + demonstrations)
@@ -81,10 +108,8 @@ def _demonstrations(spec_set: SpecSet) -> str:
     lines = []
     for tool in spec_set.tools:
         for example in tool.examples:
-            observation = example.result if isinstance(example.result, str) else json.dumps(example.result)
-            prefix = "Error: " if example.is_error else ""
             lines.append(f"Action: {render_action(tool.name, example.arguments)}\n"
-                         f"Observation: {prefix}{observation}")
+                         f"Observation: {_example_observation(tool, example)}")
     return "\n\n".join(lines)
 
 
@@ -136,7 +161,7 @@ exactly; otherwise it is the raw text the tool returns. Do not wrap raw response
 4. **Output**: the observation only, optionally inside <predicted_observation></predicted_observation>."""
 
 
-def agentworld_system_prompt(spec_set: SpecSet) -> str:
+def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False) -> str:
     """The system prompt in Qwen-AgentWorld's MCP template shape: role, environment, tools, demonstrations."""
     parts = [AGENTWORLD_ROLE, AGENTWORLD_ENVIRONMENT]
     if spec_set.world_description or spec_set.world_data is not None:
@@ -149,10 +174,10 @@ def agentworld_system_prompt(spec_set: SpecSet) -> str:
     tools = "\n".join(json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":"))
                       for t in spec_set.tools)
     parts.append("# Input Definitions & Action Space\n\nYou can simulate the following tools:\n\n" + tools)
-    parts.append(AGENTWORLD_REQUIREMENTS)
+    parts.append(AGENTWORLD_REQUIREMENTS + ("\n5. **Failures**: " + ERRORS_RULE[2:] if errors else ""))
     demonstrations = [
         agentworld_turn(number, render_action(tool.name, example.arguments))
-        + "\n" + agentworld_observation(_example_observation(example))
+        + "\n" + agentworld_observation(_example_observation(tool, example))
         for number, (tool, example) in enumerate(
             ((t, e) for t in spec_set.tools for e in t.examples), start=1)]
     if demonstrations:
@@ -178,9 +203,14 @@ def agentworld_messages(system: str, history: list[Turn], action: str) -> list[C
     return messages
 
 
-def _example_observation(example: Example) -> str:
-    observation = example.result if isinstance(example.result, str) else json.dumps(example.result)
-    return f"Error: {observation}" if example.is_error else observation
+def _example_observation(tool: ToolSpec, example: Example) -> str:
+    """A demonstration's observation; a failure in the same shape a simulated failure takes."""
+    if example.is_error:
+        message = str(example.result)
+        structured = tool.output_schema is not None
+        return render_error(message if structured or message.startswith("Error:") else f"Error: {message}",
+                            structured)
+    return example.result if isinstance(example.result, str) else json.dumps(example.result)
 
 
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL)

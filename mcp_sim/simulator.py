@@ -14,7 +14,16 @@ from typing import Any
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
 from mcp_sim.errors import McpSimError
 from mcp_sim.grammar_schema import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, prepare_for_grammar
-from mcp_sim.prompt import Turn, build_messages, extract_observation, render_action, system_prompt
+from mcp_sim.prompt import (
+    Turn,
+    build_messages,
+    error_schema,
+    extract_observation,
+    parse_error,
+    render_action,
+    render_error,
+    system_prompt,
+)
 from mcp_sim.sessions import Session, SessionStore
 from mcp_sim.specs import Catalog, SpecSet, ToolSpec, validation_error
 
@@ -46,6 +55,9 @@ class SimOptions:
     # Reason first (up to think_budget tokens), then answer under the output-schema grammar.
     think: bool = False
     think_budget: int = 1024
+    # Let the model answer a call with a tool failure (an isError result), as a real tool does when the
+    # call cannot succeed in its world. Off by default: very small models pick the failure at random.
+    simulate_errors: bool = False
 
 
 @dataclass
@@ -64,6 +76,8 @@ class _Attempt:
     text: str
     problem: str | None
     generation: Generation
+    # The model answered with a simulated tool failure; `text` is its message.
+    tool_error: bool = False
 
 
 class Simulator:
@@ -159,6 +173,9 @@ class Simulator:
         if attempt.problem is not None:
             return SimulationResult(self._failure_text(tool, attempt), is_error=True,
                                     meta={META_KEY: {**meta, "stage": "output"}})
+        if attempt.tool_error:
+            session.record(spec_set.source, Turn(action, render_error(attempt.text, tool.output_schema is not None)))
+            return SimulationResult(attempt.text, is_error=True, meta={META_KEY: {**meta, "simulated_error": True}})
         session.record(spec_set.source, Turn(action, attempt.text))
         return SimulationResult(attempt.text, attempt.structured, meta={META_KEY: meta})
 
@@ -188,6 +205,9 @@ class Simulator:
             return _Attempt(None, text, "cancelled", generation)
         if tool.output_schema is None:
             problem = None if text else "the model returned an empty answer"
+            message = parse_error(text, structured=False) if opts.simulate_errors else None
+            if message is not None:
+                return _Attempt(None, message, None, generation, tool_error=True)
             return _Attempt(None, text, problem, generation)
         return self._check_structured(tool.output_schema, text, generation)
 
@@ -202,6 +222,10 @@ class Simulator:
         if not isinstance(value, dict):
             return _Attempt(None, text, "the answer is not a JSON object", generation)
         problem = validation_error(value, schema)
+        if problem is not None and self.options.simulate_errors:
+            message = parse_error(value, structured=True)
+            if message is not None:
+                return _Attempt(None, message, None, generation, tool_error=True)
         canonical = json.dumps(value, ensure_ascii=False)
         return _Attempt(value if problem is None else None, canonical, problem, generation)
 
@@ -210,6 +234,8 @@ class Simulator:
         if cached is None:
             assert tool.output_schema is not None
             schema = prepare_for_grammar(tool.output_schema, self.options.max_string, self.options.max_items)
+            if self.options.simulate_errors:
+                schema = {"anyOf": [schema, error_schema(self.options.max_string * 2)]}
             digest = hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]
             cached = self._grammar_schemas[tool.name] = (schema, f"{tool.name}:{digest}")
         return cached
@@ -217,7 +243,7 @@ class Simulator:
     def _system_prompt(self, spec_set: SpecSet) -> str:
         prompt = self._system_prompts.get(spec_set.source)
         if prompt is None:
-            prompt = system_prompt(spec_set, self.options.prompt_style)
+            prompt = system_prompt(spec_set, self.options.prompt_style, errors=self.options.simulate_errors)
             self._system_prompts[spec_set.source] = prompt
         return prompt
 

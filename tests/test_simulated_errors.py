@@ -1,0 +1,60 @@
+"""Simulated tool failures (--simulate-errors): the model may answer a call that cannot succeed with an
+isError result, in the shape real tools use; without the option such an answer is a schema failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mcp_sim.engines.llama import LlamaEngine
+from mcp_sim.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.specs import load_catalog, validation_error
+from tests.conftest import SPECS
+from tests.scripted import ScriptedEngine
+
+MISSING = json.dumps({"error": "customer C-9999 not found"})
+
+
+def test_a_structured_failure_becomes_an_is_error_result_and_stays_in_the_history() -> None:
+    catalog = load_catalog([SPECS])
+    engine = ScriptedEngine(MISSING, json.dumps({"found": False}))
+    sim = Simulator(catalog, engine, SimOptions(simulate_errors=True))
+    failed = sim.simulate("get_customer", {"customer_id": "C-9999"}, session_id="E")
+    assert failed.is_error and failed.text == "customer C-9999 not found" and failed.structured is None
+    assert failed.meta[META_KEY]["simulated_error"] is True and failed.meta[META_KEY]["attempts"] == 1
+    sim.simulate("get_customer", {"customer_id": "C-9999"}, session_id="E")
+    assert engine.requests[1].messages[2].content == MISSING  # the next call sees the failure
+    # The grammar offers the failure shape beside the tool's own, and the prompt says when to use it.
+    grammar = engine.requests[0].json_schema
+    assert grammar is not None and grammar["anyOf"][1]["required"] == ["error"]
+    assert '{"error": "<the message the real tool gives>"}' in engine.requests[0].messages[0].content
+
+
+def test_text_tools_fail_with_an_error_line() -> None:
+    sim = Simulator(load_catalog([SPECS]), ScriptedEngine("Error: unknown service 'mail'"),
+                    SimOptions(simulate_errors=True))
+    result = sim.simulate("tail_logs", {"service": "api", "lines": 2})
+    assert result.is_error and result.text == "Error: unknown service 'mail'"
+
+
+def test_without_the_option_a_failure_shape_is_just_a_schema_miss() -> None:
+    engine = ScriptedEngine(MISSING)
+    sim = Simulator(load_catalog([SPECS]), engine, SimOptions(attempts=1))
+    result = sim.simulate("get_customer", {"customer_id": "C-9999"})
+    assert result.is_error and "did not fit the tool's outputSchema" in result.text
+    assert "anyOf" not in (engine.requests[0].json_schema or {})
+    assert '{"error"' not in engine.requests[0].messages[0].content
+
+
+def test_the_real_model_answers_either_within_the_schema_or_with_a_failure(model_path: Path) -> None:
+    catalog = load_catalog([SPECS / "crm.yaml"])
+    engine = LlamaEngine(model_path, n_ctx=8192, n_threads=2)
+    sim = Simulator(catalog, engine, SimOptions(simulate_errors=True, max_tokens=256))
+    for tool in catalog.tools.values():  # every grammar, failure branch included, parses in llama.cpp
+        assert engine.schema_support(sim._grammar_schema(tool)[0]) is None  # noqa: SLF001
+    result = sim.simulate("get_customer", {"customer_id": "C-4242"}, session_id="real")
+    if result.is_error:
+        assert result.meta[META_KEY].get("simulated_error") is True and result.text
+    else:
+        schema = catalog.tools["get_customer"].output_schema
+        assert schema is not None and validation_error(result.structured, schema) is None
