@@ -15,6 +15,8 @@ class Session:
     # History per spec set (keyed by its source file): calls to one world don't crowd another's prompt.
     turns: dict[str, list[Turn]] = field(default_factory=dict)
     calls: int = 0
+    # Calls of one session run one at a time, so call N always sees calls 1..N-1.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def history(self, world_key: str) -> list[Turn]:
         return list(self.turns.get(world_key, []))

@@ -92,8 +92,6 @@ class Simulator:
         self._tools = catalog.tools
         self._system_prompts: dict[str, str] = {}
         self._grammar_schemas: dict[str, tuple[dict[str, Any], str]] = {}
-        self._session_locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
 
     def tool(self, name: str) -> ToolSpec:
         try:
@@ -123,8 +121,8 @@ class Simulator:
         problem = self._argument_problem(tool, arguments)
         if problem:
             return SimulationResult(problem, is_error=True, meta={META_KEY: {**base_meta, "stage": "arguments"}})
-        with self._session_lock(session_id):
-            session = self.sessions.get(session_id)
+        session = self.sessions.get(session_id)
+        with session.lock:
             return self._simulate_in_session(tool, arguments, session, base_meta, started, on_progress, cancel)
 
     def _argument_problem(self, tool: ToolSpec, arguments: Any) -> str | None:
@@ -267,7 +265,3 @@ class Simulator:
 
     def _think_budget(self) -> int:
         return self.options.think_budget if self.options.think else 0
-
-    def _session_lock(self, session_id: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._session_locks.setdefault(session_id, threading.Lock())
