@@ -60,18 +60,23 @@ class _Thought:
     cancelled: bool
 
 
+def _load_vocabulary(path: Path) -> Any:
+    """The model's vocabulary and metadata without its weights (llama.cpp's vocab_only load)."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaModel
+
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    return LlamaModel(path_model=str(path), params=params, verbose=False)
+
+
 def read_metadata(path: Path) -> dict[str, str]:
     """The GGUF's metadata as llama.cpp reads it, loading the vocabulary only (fast even for 20 GB files).
 
     Raises ModelFileError when this llama.cpp build cannot load the file, e.g. an unknown architecture."""
-    import llama_cpp
-    from llama_cpp._internals import LlamaModel
-
     check_gguf_file(path)
-    params = llama_cpp.llama_model_default_params()
-    params.vocab_only = True
     try:
-        model = LlamaModel(path_model=str(path), params=params, verbose=False)
+        model = _load_vocabulary(path)
     except (ValueError, RuntimeError) as exc:
         architecture = gguf_architecture(path) or "unknown"
         raise ModelFileError(f"this llama.cpp build cannot load {path} (architecture {architecture}): {exc}. "
@@ -106,8 +111,6 @@ class LlamaEngine:
         # Recurrent and hybrid models (qwen35moe) cannot roll their state back to an earlier token.
         self._recurrent = False
         self.states = StateCache(state_cache_mb * 1024 * 1024)
-        # Tokens evaluated by the last call, before sampling: the measure of prefix reuse.
-        self.last_evaluated = 0
         # The conversation whose state the model holds now (None: none, or a cache-less call).
         self._live_key: str | None = None
         self._grammars: dict[str, Any] = {}
@@ -215,13 +218,8 @@ class LlamaEngine:
         if self._llama is not None:
             return self._llama._model.vocab
         if self._vocab_model is None and self.model_path.is_file():
-            import llama_cpp
-            from llama_cpp._internals import LlamaModel
-
-            params = llama_cpp.llama_model_default_params()
-            params.vocab_only = True
             with contextlib.suppress(ValueError, RuntimeError):  # a bad file is reported when it is loaded
-                self._vocab_model = LlamaModel(path_model=str(self.model_path), params=params, verbose=False)
+                self._vocab_model = _load_vocabulary(self.model_path)
         return self._vocab_model.vocab if self._vocab_model is not None else None
 
     def generate(self, request: GenerationRequest) -> Generation:
@@ -242,7 +240,6 @@ class LlamaEngine:
         self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else []))
         self._live_key = conversation
         evaluated = self._prefill(tokens, checkpoints, request.cancel)
-        self.last_evaluated = evaluated
         if request.cancel.is_set():
             return Generation("", len(tokens), 0, "cancelled", evaluated)
         # The model state now holds all but the last prompt token: what follows evaluates just that one.
