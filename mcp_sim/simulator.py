@@ -180,6 +180,9 @@ class Simulator:
     def _failure_text(self, tool: ToolSpec, attempt: _Attempt) -> str:
         if attempt.generation.finish_reason == "cancelled":
             return f"The simulation of '{tool.name}' was cancelled."
+        if tool.output_schema is None:
+            return (f"The simulation of '{tool.name}' gave no usable answer after {self.options.attempts} "
+                    f"attempt(s): {attempt.problem}. Nothing was executed; try again, or use a larger model.")
         return (f"The simulation of '{tool.name}' did not fit the tool's outputSchema after "
                 f"{self.options.attempts} attempt(s): {attempt.problem}. Nothing was executed; "
                 "try again, raise --max-tokens, or use a larger model.")

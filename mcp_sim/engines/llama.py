@@ -370,12 +370,17 @@ class LlamaEngine:
         return 0
 
     def _resume(self, tokens: list[int], keys: list[str]) -> None:
-        """Bring the model state to the longest prefix of `tokens` we can: live state or a snapshot."""
+        """Bring the model state to the longest prefix of `tokens` we can, live state or a snapshot, but
+        never past the prompt's last token: the first answer token must be sampled from logits of this
+        prompt's last token, evaluated now. A state covering the whole prompt (another session that began
+        with the same call) would leave llama-cpp-python sampling from the logits of whatever that state
+        evaluated last (issue 8)."""
         llama = self._llama
+        target = tokens[:-1]
         current = llama._input_ids.tolist()
-        shared = common_prefix(current, tokens)
+        shared = common_prefix(current, target)
         usable = shared if not self._recurrent or shared == len(current) else 0
-        best = self.states.best(keys, tokens, exact=self._recurrent)
+        best = self.states.best(keys, target, exact=self._recurrent)
         if best is not None and best[2] > usable:
             _, snapshot, usable = best
             self._restore(snapshot)
@@ -383,7 +388,13 @@ class LlamaEngine:
             if self._recurrent or not llama._ctx.kv_cache_seq_rm(-1, usable, -1):
                 llama.reset()
                 return
-            llama.n_tokens = usable
+            self._set_evaluated(usable)
+
+    def _set_evaluated(self, count: int) -> None:
+        """Declare the first `count` input tokens evaluated. The logits in the context then belong to no
+        token of the new prompt, so llama-cpp-python must not sample from them before evaluating one."""
+        self._llama.n_tokens = count
+        self._llama._requires_eval = True
 
     def _prefill(self, tokens: list[int], checkpoints: list[tuple[int, str]], cancel: threading.Event) -> int:
         """Evaluate the prompt up to its last token, snapshotting at each checkpoint passed on the way."""
@@ -421,7 +432,7 @@ class LlamaEngine:
             return
         count = len(snapshot.tokens)
         llama.input_ids[:count] = snapshot.tokens
-        llama.n_tokens = count
+        self._set_evaluated(count)
 
 
 def _conversation_key(cache_key: str | None) -> str | None:
