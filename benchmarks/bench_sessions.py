@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from mcp_sim.engines.llama import LlamaEngine, default_threads  # noqa: E402
 from mcp_sim.grammar_schema import prepare_for_grammar  # noqa: E402
-from mcp_sim.model_file import default_model_path  # noqa: E402
+from mcp_sim.models.bundled import default_model_path  # noqa: E402
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator  # noqa: E402
 from mcp_sim.specs import load_catalog  # noqa: E402
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-DEFAULT_MAX_STRING = 80
-DEFAULT_MAX_ITEMS = 5
+from mcp_sim import defaults
+
 MAX_REF_DEPTH = 8
 # Formats the converter has its own bounded grammar for.
 GRAMMAR_FORMATS = {"date", "time", "date-time", "uuid"}
@@ -31,8 +31,8 @@ FORMAT_PATTERNS = {
 }
 
 
-def prepare_for_grammar(schema: dict[str, Any], max_string: int = DEFAULT_MAX_STRING,
-                        max_items: int = DEFAULT_MAX_ITEMS) -> dict[str, Any]:
+def prepare_for_grammar(schema: dict[str, Any], max_string: int = defaults.MAX_STRING,
+                        max_items: int = defaults.MAX_ITEMS) -> dict[str, Any]:
     defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
     return _prepare(copy.deepcopy(schema), defs, max_string, max_items, depth=0, root=True)
 

@@ -24,9 +24,9 @@ RULES = """\
 - When it has none, reply with the plain text the tool prints; do not wrap it in JSON.
 - Stay consistent with the world state and with every earlier response in this session: \
 a value written earlier must be read back exactly; an item deleted earlier no longer exists.
-- Use realistic values (ids, timestamps, names) in the style of the world and of the examples.
-- If the call cannot succeed in this world (missing item, invalid state), answer as the real tool \
-would report that failure."""
+- Use realistic values (ids, timestamps, names) in the style of the world and of the examples."""
+# With --simulate-errors off the grammar admits no failure shape, so the prompt must not ask for one.
+SUCCESS_RULE = "- Answer every call with a successful response."
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = Fals
             parts.append(spec_set.world_description.strip())
         if spec_set.world_data is not None:
             parts.append("Initial state (JSON):\n" + json.dumps(spec_set.world_data, ensure_ascii=False))
-    parts.append(RULES + ("\n" + ERRORS_RULE if errors else ""))
+    parts.append(RULES + "\n" + (ERRORS_RULE if errors else SUCCESS_RULE))
     demonstrations = _demonstrations(spec_set)
     if demonstrations:
         parts.append("# Demonstrations\n" + demonstrations)
@@ -148,8 +148,7 @@ AGENTWORLD_ENVIRONMENT = """\
 - Track the state across turns: resources created, changed or deleted by earlier calls, their ids, \
 timestamps and counters.
 - Reads change nothing; writes create or change resources that later reads must reflect; a deleted \
-resource stays gone and later access to it fails.
-- A call that cannot succeed in this world returns the error the real tool would return."""
+resource stays gone and later access to it fails."""
 
 AGENTWORLD_REQUIREMENTS = """\
 # Predicted Observation Requirements
@@ -163,7 +162,7 @@ exactly; otherwise it is the raw text the tool returns. Do not wrap raw response
 
 def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False) -> str:
     """The system prompt in Qwen-AgentWorld's MCP template shape: role, environment, tools, demonstrations."""
-    parts = [AGENTWORLD_ROLE, AGENTWORLD_ENVIRONMENT]
+    parts = [AGENTWORLD_ROLE, AGENTWORLD_ENVIRONMENT + "\n" + (ERRORS_RULE if errors else SUCCESS_RULE)]
     if spec_set.world_description or spec_set.world_data is not None:
         world = ["## World State"]
         if spec_set.world_description:
@@ -174,7 +173,7 @@ def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False) -> str:
     tools = "\n".join(json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":"))
                       for t in spec_set.tools)
     parts.append("# Input Definitions & Action Space\n\nYou can simulate the following tools:\n\n" + tools)
-    parts.append(AGENTWORLD_REQUIREMENTS + ("\n5. **Failures**: " + ERRORS_RULE[2:] if errors else ""))
+    parts.append(AGENTWORLD_REQUIREMENTS)
     demonstrations = [
         agentworld_turn(number, render_action(tool.name, example.arguments))
         + "\n" + agentworld_observation(_example_observation(tool, example))

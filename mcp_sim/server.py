@@ -16,6 +16,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import mcp_types as types
+from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
@@ -25,6 +26,8 @@ from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
 
 logger = logging.getLogger(__name__)
+
+RequestContext = ServerRequestContext[Any, Any]
 
 # A client may name its session explicitly in the request's _meta; this is the only way to keep a
 # history on the stateless 2026-07-28 protocol over HTTP, where no session id exists.
@@ -45,10 +48,10 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", default_sessio
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         session_id = _session_id(ctx, default_session)
         try:
             simulator.tool(params.name)
@@ -65,20 +68,26 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", default_sessio
                   on_call_tool=call_tool)
 
 
-def _session_id(ctx: Any, default_session: str | None) -> str:
+def _session_id(ctx: RequestContext, default_session: str | None) -> str:
     meta = ctx.meta or {}
     explicit = meta.get(SESSION_META_KEY) if isinstance(meta, dict) else getattr(meta, SESSION_META_KEY, None)
     if isinstance(explicit, str) and explicit:
         return f"client:{explicit}"
-    # The SDK exposes no public accessor for the connection; its session id is the MCP session.
-    connection = getattr(ctx.session, "_connection", None)
-    transport_session = getattr(connection, "session_id", None)
+    transport_session = transport_session_id(ctx)
     if transport_session:
         return f"http:{transport_session}"
     return default_session or f"call:{uuid.uuid4().hex}"
 
 
-async def _simulate_off_loop(simulator: Simulator, ctx: Any, params: types.CallToolRequestParams,
+def transport_session_id(ctx: RequestContext) -> str | None:
+    """The `Mcp-Session-Id` of a 2025-11-25 HTTP session, else None (stdio, stateless HTTP)."""
+    # The SDK exposes no public accessor for the connection that carries the id.
+    connection = getattr(ctx.session, "_connection", None)
+    session_id = getattr(connection, "session_id", None)
+    return str(session_id) if session_id else None
+
+
+async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: types.CallToolRequestParams,
                              session_id: str) -> SimulationResult:
     """Run the blocking model call in a worker thread; report progress; stop decoding when cancelled."""
     cancel = threading.Event()

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mcp_sim import defaults
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
 from mcp_sim.errors import McpSimError
-from mcp_sim.grammar_schema import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, prepare_for_grammar
+from mcp_sim.grammar_schema import prepare_for_grammar
 from mcp_sim.prompt import (
     Turn,
     build_messages,
@@ -38,23 +39,23 @@ class UnknownToolError(McpSimError):
 
 @dataclass(frozen=True)
 class SimOptions:
-    max_tokens: int = 512
-    temperature: float = 0.2
-    top_p: float = 0.95
-    top_k: int = 40
-    repeat_penalty: float = 1.1
-    seed: int | None = 0
-    attempts: int = 3
-    max_string: int = DEFAULT_MAX_STRING
-    max_items: int = DEFAULT_MAX_ITEMS
-    max_argument_bytes: int = 64 * 1024
+    max_tokens: int = defaults.MAX_TOKENS
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
+    top_k: int = defaults.TOP_K
+    repeat_penalty: float = defaults.REPEAT_PENALTY
+    seed: int | None = defaults.SEED
+    attempts: int = defaults.ATTEMPTS
+    max_string: int = defaults.MAX_STRING
+    max_items: int = defaults.MAX_ITEMS
+    max_argument_bytes: int = defaults.MAX_ARGUMENT_BYTES
     # Put the rendered prompt into each result's _meta (for debugging and tests).
     expose_prompt: bool = False
     # "generic", or "agentworld" for Qwen-AgentWorld's native prompt format.
     prompt_style: str = "generic"
     # Reason first (up to think_budget tokens), then answer under the output-schema grammar.
     think: bool = False
-    think_budget: int = 1024
+    think_budget: int = defaults.THINK_BUDGET
     # Let the model answer a call with a tool failure (an isError result), as a real tool does when the
     # call cannot succeed in its world. Off by default: very small models pick the failure at random.
     simulate_errors: bool = False
@@ -113,11 +114,12 @@ class Simulator:
     def simulate(self, name: str, arguments: dict[str, Any] | None, session_id: str = "default",
                  on_progress: Callable[[int, int], None] | None = None,
                  cancel: threading.Event | None = None) -> SimulationResult:
-        """Answer one call. Raises UnknownToolError; every other failure is an is_error result."""
+        """Answer one call. A tool failure (bad arguments, an answer that never fit) is an is_error result;
+        an unknown tool raises UnknownToolError, and an engine that cannot answer raises EngineError."""
         tool = self.tool(name)
         arguments = {} if arguments is None else arguments
         started = time.perf_counter()
-        base_meta: dict[str, Any] = {"simulated": True, "engine": self.engine.name, "session": session_id}
+        base_meta: dict[str, Any] = {"simulated": True, "model": self.engine.name, "session": session_id}
         problem = self._argument_problem(tool, arguments)
         if problem:
             return SimulationResult(problem, is_error=True, meta={META_KEY: {**base_meta, "stage": "arguments"}})
@@ -157,7 +159,7 @@ class Simulator:
                 break
             logger.info("attempt %d for %s did not fit: %s", number + 1, tool.name, attempt.problem)
         assert attempt is not None
-        meta = {**base_meta, "model": self.engine.name, "turn": session.calls,
+        meta = {**base_meta, "turn": session.calls,
                 "history_turns": (len(messages) - 2) // 2,
                 "latency_ms": round((time.perf_counter() - started) * 1000, 1),
                 "prompt_tokens": attempt.generation.prompt_tokens, "completion_tokens": spent,

@@ -41,20 +41,12 @@ class ToolSpec:
     examples: list[Example] = field(default_factory=list)
     source: str = ""  # the file it came from, for messages
     spec_set: SpecSet | None = field(default=None, repr=False)
+    # Every MCP field as the spec wrote it (icons, _meta, execution included), without mcp-sim's x-sim.
+    declared: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
-        tool: dict[str, Any] = {"name": self.name}
-        if self.title is not None:
-            tool["title"] = self.title
-        if self.description is not None:
-            tool["description"] = self.description
-        tool["inputSchema"] = self.input_schema
-        if self.output_schema is not None:
-            tool["outputSchema"] = self.output_schema
-        if self.annotations is not None:
-            tool["annotations"] = self.annotations
-        return tool
+        return dict(self.declared) if self.declared else {"name": self.name, "inputSchema": self.input_schema}
 
 
 @dataclass
@@ -65,7 +57,6 @@ class SpecSet:
     tools: list[ToolSpec]
     world_description: str | None = None
     world_data: Any = None
-    server_name: str | None = None
 
 
 @dataclass
@@ -135,12 +126,11 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     source = str(path)
     world_description: str | None = None
     world_data: Any = None
-    server_name: str | None = None
     if isinstance(document, dict) and "tools" in document:
         for key in sorted(set(document) - FILE_FIELDS):
             problems.append(f"{source}: unknown top-level field {key!r} (allowed: {', '.join(sorted(FILE_FIELDS))})")
         world_description, world_data = _parse_world(document.get("world"), source, problems)
-        server_name = _parse_server(document.get("server"), source, problems)
+        _check_server(document.get("server"), source, problems)
         raw_tools = document["tools"]
         pointer = "/tools"
     elif isinstance(document, list):
@@ -153,7 +143,7 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     if not isinstance(raw_tools, list):
         problems.append(f"{source}#{pointer}: 'tools' must be a list")
         return None
-    spec_set = SpecSet(source, [], world_description, world_data, server_name)
+    spec_set = SpecSet(source, [], world_description, world_data)
     for index, raw in enumerate(raw_tools):
         where = f"{source}#{pointer}/{index}" if pointer is not None else f"{source}#"
         tool = _parse_tool(raw, where, problems)
@@ -187,13 +177,11 @@ def _parse_world(raw: Any, source: str, problems: list[str]) -> tuple[str | None
     return None, None
 
 
-def _parse_server(raw: Any, source: str, problems: list[str]) -> str | None:
-    if raw is None:
-        return None
-    if isinstance(raw, dict) and isinstance(raw.get("name", ""), str):
-        return raw.get("name")
+def _check_server(raw: Any, source: str, problems: list[str]) -> None:
+    """`server` records where a mirrored spec came from; it only has to be well formed."""
+    if raw is None or (isinstance(raw, dict) and isinstance(raw.get("name", ""), str)):
+        return
     problems.append(f"{source}#/server: must be a mapping like {{name: ..., version: ...}}")
-    return None
 
 
 def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
@@ -231,7 +219,7 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
-                    examples=examples)
+                    examples=examples, declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
 def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> None:

@@ -12,17 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from mcp_sim.model_file import default_model_path
+from mcp_sim.models.bundled import default_model_path
+from mcp_sim.models.registry import MODELS_DIR_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "tool_specs"
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep caches and config of the code under test out of the real home directory."""
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep the code under test (and the servers it starts) away from the developer's model folders and
+    Hugging Face cache: every variable mcp-sim reads for them points into a fresh directory."""
     home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("MCP_SIM_HOME", str(home / "mcp-sim"))
+    monkeypatch.setenv("HF_HOME", str(home / "huggingface"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv(MODELS_DIR_ENV, str(home / "models"))
+    for variable in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN", "HF_ENDPOINT"):
+        monkeypatch.delenv(variable, raising=False)
+    return home
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 @pytest.fixture(scope="session")

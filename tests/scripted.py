@@ -18,6 +18,12 @@ class ScriptedEngine:
         self.requests: list[GenerationRequest] = []
         self._context_size = context_size
 
+    def load(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
     def enqueue(self, *answers: str | tuple[str, str]) -> None:
         self._answers.extend(answers)
 

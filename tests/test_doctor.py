@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from mcp_sim.cli import cli
-from mcp_sim.doctor import backend_name, kv_cache_bytes
+from mcp_sim.models.doctor import backend_name, kv_cache_bytes
 from tests.conftest import mcp_sim_command, subprocess_env
 
 
@@ -38,7 +38,13 @@ def test_doctor_as_a_command_exits_zero() -> None:
     done = subprocess.run(mcp_sim_command("doctor", "--ctx", "4096"), env=subprocess_env(),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "[ ok ] context: 4096 tokens (trained for 8192)" in done.stdout
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "Ready to serve."
+    checks = dict(line.split(": ", 1) for line in lines[:-1])
+    assert all(check.startswith(("[ ok ]", "[warn]")) for check in checks), checks
+    assert checks["[ ok ] context"] == "4096 tokens (trained for 8192)"
+    assert checks["[ ok ] model"].startswith("SmolLM2-135M-Instruct.Q4_1.gguf (smollm2-135m:Q4_1)")
+    assert {"python", "llama.cpp", "architecture", "memory"} <= {key.split("] ")[1] for key in checks}
 
 
 def test_missing_model_blocks_serving_and_names_the_pull_command(tmp_path: Path,

@@ -13,10 +13,10 @@ import yaml
 from mcp import Client
 
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.evaluate import SimulatorResponder
+from mcp_sim.fidelity.evaluate import SimulatorResponder
+from mcp_sim.fidelity.traces import read_traces
 from mcp_sim.simulator import SimOptions, Simulator
 from mcp_sim.specs import load_catalog
-from mcp_sim.traces import read_traces
 from tests.fidelity_helpers import TRACES, filesystem_server, memory_server, recorder, run_cli, time_server
 
 # One thread: on a busy shared machine llama.cpp's threads spin at barriers, and one thread ran these
@@ -121,9 +121,10 @@ def test_teacher_forcing_puts_the_real_observations_into_the_history(time_simula
 
     closed_answer = responder.respond("closed", first)
     closed = prompt_of(time_simulator, "closed", second.tool, second.arguments)
-    if not closed_answer.is_error:  # the simulator keeps only answers that passed its checks
-        assert closed_answer.text in closed  # closed loop: the simulator's own earlier answer
-    assert real_datetime not in closed or real_datetime in closed_answer.text
+    assert not closed_answer.is_error, closed_answer.text  # only answers that passed the checks are kept
+    assert closed_answer.text in closed  # closed loop: the simulator's own earlier answer
+    assert real_datetime not in closed_answer.text  # the model cannot know the recorded instant...
+    assert real_datetime not in closed  # ...so the closed loop's history holds no trace of it
 
 
 def test_eval_with_the_llm_judge_reports_the_five_dimensions(tmp_path: Path) -> None:

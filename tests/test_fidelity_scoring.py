@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from mcp_sim.evaluate import ReplayResponder, StepResult, evaluate
-from mcp_sim.fidelity import (
+from mcp_sim.fidelity.evaluate import ReplayResponder, StepResult, evaluate
+from mcp_sim.fidelity.report import markdown, summarize, write_report
+from mcp_sim.fidelity.scoring import (
     METRICS,
     Observation,
     aggregate,
@@ -18,9 +19,8 @@ from mcp_sim.fidelity import (
     text_f1,
     value_match,
 )
-from mcp_sim.report import markdown, summarize, write_report
+from mcp_sim.fidelity.traces import TraceRecord, read_traces
 from mcp_sim.specs import load_catalog
-from mcp_sim.traces import TraceRecord, read_traces
 from tests.fidelity_helpers import TRACES
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "string"}, "count": {"type": "integer"},

@@ -9,9 +9,9 @@ import pytest
 
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.errors import McpSimError
-from mcp_sim.launch import EngineSettings, prepare, sim_options
+from mcp_sim.models.registry import load_registry
+from mcp_sim.models.settings import EngineSettings, prepare, sim_options
 from mcp_sim.prompt import Turn, build_messages, system_prompt
-from mcp_sim.registry import load_registry
 from mcp_sim.simulator import SimOptions, Simulator
 from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS

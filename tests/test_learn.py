@@ -9,10 +9,10 @@ import yaml
 from click.testing import CliRunner
 
 from mcp_sim.cli import cli
-from mcp_sim.learn import pick_diverse
+from mcp_sim.fidelity.learn import pick_diverse
+from mcp_sim.fidelity.traces import TraceRecord, read_traces
 from mcp_sim.prompt import system_prompt
 from mcp_sim.specs import load_catalog
-from mcp_sim.traces import TraceRecord, read_traces
 from tests.fidelity_helpers import TRACES
 
 
@@ -72,7 +72,7 @@ def test_pick_diverse_prefers_different_arguments_and_one_error() -> None:
 
 
 def test_learn_refuses_records_that_do_not_fit_the_schemas(tmp_path: Path) -> None:
-    from mcp_sim.learn import learn
+    from mcp_sim.fidelity.learn import learn
 
     document = yaml.safe_load((TRACES / "time.yaml").read_text())
     bad = TraceRecord(session="s", step=1, tool="get_current_time", arguments={"timezone": 5},

@@ -10,7 +10,7 @@ import anyio
 import pytest
 import yaml
 
-from mcp_sim.mirror import fetch_server, invalid_tools, spec_document
+from mcp_sim.fidelity.mirror import fetch_server, invalid_tools, spec_document
 from mcp_sim.specs import load_catalog
 from tests.conftest import free_port, stop, subprocess_env, wait_for_port
 from tests.fidelity_helpers import (

@@ -87,7 +87,7 @@ def test_openai_and_local_engines_both_return_schema_valid_results(server_url: s
         result = simulator.simulate("get_weather", {"city": "Lisbon"})
         assert not result.is_error, result.text
         jsonschema.validate(result.structured, schema)
-        assert result.meta["mcp-sim/simulation"]["engine"] in (ALIAS, model_path.name)
+        assert result.meta["mcp-sim/simulation"]["model"] in (ALIAS, model_path.name)
 
 
 def test_cancelling_stops_the_stream(server_url: str) -> None:

@@ -11,10 +11,6 @@ from mcp_sim.scheduler import FairScheduler
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 async def test_sessions_take_turns_so_a_chatty_session_cannot_starve_others() -> None:
     scheduler = FairScheduler(slots=1)

@@ -14,10 +14,6 @@ from tests.test_simulator_model import CALLS
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def prompt_of(result: object) -> str:
     meta = result.meta[META_KEY]  # type: ignore[attr-defined]

@@ -16,10 +16,6 @@ from tests.test_simulator_model import CALLS
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 def stdio_params(*args: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "mcp_sim", "serve", *args],

@@ -33,7 +33,7 @@ def test_valid_answer_becomes_structured_content_and_text(catalog: Catalog) -> N
     assert result.structured == json.loads(WEATHER_OK)
     assert json.loads(result.text) == result.structured
     meta = result.meta[META_KEY]
-    assert meta["simulated"] is True and meta["engine"] == "scripted" and meta["attempts"] == 1
+    assert meta["simulated"] is True and meta["model"] == "scripted" and meta["attempts"] == 1
 
 
 def test_arguments_that_break_the_schema_are_an_error_result_and_never_reach_the_model(catalog: Catalog) -> None:

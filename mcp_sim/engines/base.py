@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcp_sim import defaults
+
 
 @dataclass(frozen=True)
 class ChatMessage:
@@ -22,10 +24,10 @@ class GenerationRequest:
     json_schema: dict[str, Any] | None = None
     # Identity of `json_schema` so engines can cache compiled grammars per tool.
     schema_key: str | None = None
-    temperature: float = 0.2
-    top_p: float = 0.95
-    top_k: int = 40
-    repeat_penalty: float = 1.1
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
+    top_k: int = defaults.TOP_K
+    repeat_penalty: float = defaults.REPEAT_PENALTY
     seed: int | None = None
     # Let the model reason first, up to think_budget tokens; the answer (and its grammar) comes after.
     think: bool = False
@@ -57,6 +59,14 @@ class Engine(Protocol):
     """Generates text for a chat prompt. Implementations must be safe to call from worker threads."""
 
     name: str
+
+    def load(self) -> None:
+        """Make the engine ready now (load weights, reach the server), so a bad model fails at startup."""
+        ...
+
+    def close(self) -> None:
+        """Free what the engine holds (model memory, connections)."""
+        ...
 
     def generate(self, request: GenerationRequest) -> Generation: ...
 

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from mcp_sim import defaults
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.errors import EngineError
 
@@ -37,8 +38,8 @@ _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
 class OpenAIEngine:
     """Generates through an OpenAI-compatible /v1/chat/completions endpoint."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, n_ctx: int = 8192,
-                 timeout: float = 300.0, max_inflight: int = 4):
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, n_ctx: int = defaults.CTX,
+                 timeout: float = defaults.OPENAI_TIMEOUT_S, max_inflight: int = defaults.OPENAI_MAX_INFLIGHT):
         self.base_url = normalize_base_url(base_url)
         self.model = model
         self.name = model

@@ -32,11 +32,14 @@ class EnginePool:
 
     def load(self) -> None:
         for engine in self.engines:
-            load = getattr(engine, "load", None)
-            if load is not None:
-                load()
+            engine.load()
+
+    def close(self) -> None:
+        for engine in self.engines:
+            engine.close()
 
     def count_tokens(self, messages: list[ChatMessage]) -> int:
+        # Any instance will do: engines count tokens without waiting for a generation in progress.
         return self.engines[0].count_tokens(messages)
 
     def schema_support(self, json_schema: dict[str, Any]) -> str | None:

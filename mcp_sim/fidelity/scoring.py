@@ -34,8 +34,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_sim.fidelity.traces import result_text
 from mcp_sim.specs import validation_error
-from mcp_sim.traces import result_text
 
 METRICS = ("schema_valid", "error_agreement", "structure", "value", "state", "fidelity")
 DEFAULT_REL_TOL = 0.1

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcp_sim.errors import McpSimError
-from mcp_sim.fidelity import Observation, StepScores, score_step
+from mcp_sim.fidelity.scoring import Observation, StepScores, score_step
+from mcp_sim.fidelity.traces import TraceRecord, sessions
 from mcp_sim.prompt import Turn, render_action, render_observation
 from mcp_sim.simulator import Simulator, UnknownToolError
 from mcp_sim.specs import ToolSpec
-from mcp_sim.traces import TraceRecord, sessions
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.server import serve_http, serve_stdio
-from mcp_sim.traces import Redactor, TraceRecord, TraceWriter, read_traces, replace_text
-from mcp_sim.upstream import connect
+from mcp_sim.fidelity.traces import Redactor, TraceRecord, TraceWriter, read_traces, replace_text
+from mcp_sim.fidelity.upstream import connect
+from mcp_sim.server import RequestContext, serve_http, serve_stdio, transport_session_id
 
 
 class Recorder:
@@ -72,12 +72,12 @@ def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str) 
     """A server that looks like `upstream` (name, instructions, tools) and records each call."""
     info = upstream.server_info
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         page = await upstream.list_tools(cursor=params.cursor if params else None)
         return types.ListToolsResult(tools=page.tools, next_cursor=page.next_cursor)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        session = _connection_session(ctx) or default_session
+    async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+        session = transport_session_id(ctx) or default_session
         step = recorder.next_step(session)
         arguments = params.arguments or {}
         started = time.perf_counter()
@@ -96,7 +96,7 @@ def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str) 
                   instructions=upstream.instructions, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _forward(upstream: Client, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+async def _forward(upstream: Client, ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
     async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
         await ctx.session.report_progress(progress, total, message)
 
@@ -106,13 +106,6 @@ async def _forward(upstream: Client, ctx: Any, params: types.CallToolRequestPara
                                                                        arguments=params.arguments))
     return await upstream.session.send_request(request, types.CallToolResult,
                                                progress_callback=relay_progress)
-
-
-def _connection_session(ctx: Any) -> str | None:
-    # The SDK exposes no public accessor for the connection; over HTTP its session id is the MCP session.
-    connection = getattr(ctx.session, "_connection", None)
-    session_id = getattr(connection, "session_id", None)
-    return str(session_id) if session_id else None
 
 
 async def run_proxy(target: StdioServerParameters | str, out: Path, *, redactor: Redactor,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_sim.errors import McpSimError
-from mcp_sim.launch import EngineSettings, sim_options
+from mcp_sim.models.settings import EngineSettings, sim_options
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 # Backends as llama.cpp's system info names them, in the order to report them.
@@ -72,7 +72,7 @@ def backend_name(system_info: str, gpu_offload: bool) -> str:
 
 def _model_checks(settings: EngineSettings) -> list[Check]:
     from mcp_sim.engines.llama import read_metadata
-    from mcp_sim.hub import resolve
+    from mcp_sim.models.hub import resolve
 
     try:
         resolved = resolve(settings.model, download=False)
@@ -164,11 +164,13 @@ def physical_memory() -> int | None:
 
 
 def _openai_checks(settings: EngineSettings) -> list[Check]:
-    from mcp_sim.launch import prepare
+    from mcp_sim.engines.openai import OpenAIEngine
+    from mcp_sim.models.settings import prepare
 
     try:
         prepared = prepare(settings)
         engine = prepared.engine
+        assert isinstance(engine, OpenAIEngine)
         models = engine.served_models()
         engine.load()
     except McpSimError as exc:

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from mcp_sim.cli import build_simulator, engine_options, handle_errors, logger
+from mcp_sim import defaults
+from mcp_sim.cli.options import build_simulator, engine_options, handle_errors, logger
 
 # Lets `-- COMMAND --flag` reach the real server untouched.
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
@@ -33,8 +34,8 @@ def _server_options(command: Any) -> Any:
 def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[str, ...], out: Path | None,
            skip_invalid: bool) -> None:
     """Write a spec of a live server's tools: `mirror --out S.yaml -- COMMAND ARGS` or `mirror --url URL`."""
-    from mcp_sim.mirror import MirrorError, dump_spec, fetch_server, invalid_tools, spec_document
-    from mcp_sim.upstream import parse_env, run_upstream, server_target
+    from mcp_sim.fidelity.mirror import MirrorError, dump_spec, fetch_server, invalid_tools, spec_document
+    from mcp_sim.fidelity.upstream import parse_env, run_upstream, server_target
 
     target = server_target(server_command, url, parse_env(env_pairs))
     document = spec_document(run_upstream(fetch_server, target))
@@ -68,16 +69,16 @@ def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
 @click.option("--session", default=None, help="Session name for the stdio agent (default: random).")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
               help="How the agent reaches this proxy.")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8766, show_default=True)
+@click.option("--host", default=defaults.HOST, show_default=True)
+@click.option("--port", type=int, default=defaults.RECORD_PORT, show_default=True)
 @handle_errors
 def record(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[str, ...], out: Path,
            redact_patterns: tuple[str, ...], replacements: tuple[str, ...], session: str | None,
            transport: str, host: str, port: int) -> None:
     """Proxy a real server and record each tool call: `record --out t.jsonl -- COMMAND ARGS`."""
-    from mcp_sim.record import run_proxy
-    from mcp_sim.traces import DEFAULT_REDACT_PATTERNS, Redactor
-    from mcp_sim.upstream import UpstreamError, parse_env, run_upstream, server_target
+    from mcp_sim.fidelity.record import run_proxy
+    from mcp_sim.fidelity.traces import DEFAULT_REDACT_PATTERNS, Redactor
+    from mcp_sim.fidelity.upstream import UpstreamError, parse_env, run_upstream, server_target
 
     pairs = []
     for item in replacements:
@@ -95,7 +96,7 @@ def record(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
 
 def _write_checked(document: dict[str, Any], path: Path) -> None:
     """Write a spec only once it loads: a scratch copy next to it is checked, then moved into place."""
-    from mcp_sim.mirror import dump_spec
+    from mcp_sim.fidelity.mirror import dump_spec
     from mcp_sim.specs import load_catalog
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,8 +142,8 @@ def _read_document(path: Path) -> dict[str, Any]:
 def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_tool: int, max_chars: int,
           replace: bool) -> None:
     """Add real recorded results from TRACES to a spec as x-sim.examples."""
-    from mcp_sim import learn as learning
-    from mcp_sim.traces import read_traces
+    from mcp_sim.fidelity import learn as learning
+    from mcp_sim.fidelity.traces import read_traces
 
     document = _read_document(spec_path)
     report = learning.learn(document, read_traces(list(traces)), max_per_tool, max_chars, replace)
@@ -176,10 +177,10 @@ def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_di
                  only_sessions: tuple[str, ...], max_steps: int | None, rel_tol: float, use_judge: bool,
                  judge_model: str | None, **engine: Any) -> None:
     """Replay recorded TRACES against the simulator and score its fidelity per tool."""
-    from mcp_sim.evaluate import MODES, SimulatorResponder, evaluate
-    from mcp_sim.report import markdown, summarize, write_report
+    from mcp_sim.fidelity.evaluate import MODES, SimulatorResponder, evaluate
+    from mcp_sim.fidelity.report import markdown, summarize, write_report
+    from mcp_sim.fidelity.traces import TraceError, read_traces
     from mcp_sim.specs import load_catalog
-    from mcp_sim.traces import TraceError, read_traces
 
     records = _select(read_traces(list(traces)), only_sessions, max_steps)
     if not records:
@@ -202,7 +203,7 @@ def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_di
 
 
 def _select(records: list[Any], only_sessions: tuple[str, ...], max_steps: int | None) -> list[Any]:
-    from mcp_sim.traces import sessions
+    from mcp_sim.fidelity.traces import sessions
 
     chosen = []
     for name, steps in sessions(records).items():
@@ -212,7 +213,7 @@ def _select(records: list[Any], only_sessions: tuple[str, ...], max_steps: int |
 
 
 def _judge(engine: Any, judge_model: str | None, ctx: int) -> Any:
-    from mcp_sim.judge import LlmJudge
+    from mcp_sim.fidelity.judge import LlmJudge
 
     if judge_model is None:
         return LlmJudge(engine)
@@ -245,4 +246,6 @@ class _progress:
         self._progress.stop()
 
 
-COMMANDS: list[click.Command] = [mirror, record, learn, eval_command]
+def register(cli: click.Group) -> None:
+    for command in (mirror, record, learn, eval_command):
+        cli.add_command(command)

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mcp_sim.evaluate import MODE_TITLES, StepResult
-from mcp_sim.fidelity import METRICS, aggregate
-from mcp_sim.judge import DIMENSIONS
+from mcp_sim.fidelity.evaluate import MODE_TITLES, StepResult
+from mcp_sim.fidelity.judge import DIMENSIONS
+from mcp_sim.fidelity.scoring import METRICS, aggregate
 
 METRIC_TITLES = {"schema_valid": "schema", "error_agreement": "error", "structure": "structure",
                  "value": "value", "state": "state", "fidelity": "fidelity"}

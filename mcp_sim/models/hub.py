@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_sim.errors import ModelFileError
-from mcp_sim.model_file import default_model_path
-from mcp_sim.registry import Manifest, Quant, find_manifest, load_registry, local_gguf_files, models_dirs
+from mcp_sim.models.bundled import default_model_path
+from mcp_sim.models.registry import Manifest, Quant, find_manifest, load_registry, local_gguf_files, models_dirs
 
 logger = logging.getLogger(__name__)
 

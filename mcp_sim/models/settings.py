@@ -10,19 +10,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_sim import defaults
+from mcp_sim.engines.base import Engine
 from mcp_sim.errors import McpSimError
-from mcp_sim.hub import ResolvedModel, resolve
-from mcp_sim.registry import Manifest, find_manifest
+from mcp_sim.models.hub import resolve
+from mcp_sim.models.registry import Manifest, find_manifest
 from mcp_sim.simulator import SimOptions
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_CTX = 8192
-DEFAULT_THINK_BUDGET = 1024
-DEFAULT_MAX_TOKENS = 512
-# The smallest room left for the prompt itself once the answer and reasoning budgets are set aside.
-MIN_PROMPT_ROOM = 512
-
 
 @dataclass
 class EngineSettings:
@@ -33,33 +28,31 @@ class EngineSettings:
     ctx: int | None = None
     threads: int | None = None
     gpu_layers: int | None = None
-    seed: int = 0
+    seed: int = defaults.SEED
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
     max_tokens: int | None = None
-    attempts: int = 3
-    max_argument_bytes: int = 64 * 1024
+    attempts: int = defaults.ATTEMPTS
+    max_argument_bytes: int = defaults.MAX_ARGUMENT_BYTES
     expose_prompt: bool = False
     simulate_errors: bool = False
     think: bool | None = None
     think_budget: int | None = None
     prompt_style: str = "auto"
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    max_inflight: int = 4
-    timeout: float = 300.0
-    parallel: int = 1
-    state_cache_mb: int = 1024
+    api_key_env: str = defaults.OPENAI_API_KEY_ENV
+    max_inflight: int = defaults.OPENAI_MAX_INFLIGHT
+    timeout: float = defaults.OPENAI_TIMEOUT_S
+    parallel: int = defaults.PARALLEL
+    state_cache_mb: int = defaults.STATE_CACHE_MB
 
 
 @dataclass
 class Prepared:
-    engine: Any  # an Engine with a load() method
+    engine: Engine  # not loaded yet
     options: SimOptions
-    ctx: int
     manifest: Manifest | None
-    resolved: ResolvedModel | None = None  # the local file (llama engine only)
 
 
 def prepare(settings: EngineSettings, download: bool = True) -> Prepared:
@@ -75,11 +68,11 @@ def prepare(settings: EngineSettings, download: bool = True) -> Prepared:
     engines = [LlamaEngine(resolved.path, n_ctx=ctx, n_threads=settings.threads or default_threads(),
                            n_gpu_layers=settings.gpu_layers, seed=settings.seed,
                            state_cache_mb=settings.state_cache_mb) for _ in range(settings.parallel)]
-    engine: Any = engines[0] if settings.parallel == 1 else EnginePool(engines)
+    engine: Engine = engines[0] if settings.parallel == 1 else EnginePool(engines)
     logger.info("model %s (%s) from %s; prompt style %s, thinking %s", resolved.path.name,
                 manifest.name if manifest else "not in the registry", resolved.source, options.prompt_style,
                 f"on, budget {options.think_budget}" if options.think else "off")
-    return Prepared(engine, options, ctx, manifest, resolved)
+    return Prepared(engine, options, manifest)
 
 
 def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[SimOptions, int]:
@@ -88,7 +81,7 @@ def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[Si
     base = SimOptions()
     think = settings.think if settings.think is not None else bool(manifest and manifest.thinks)
     options = SimOptions(
-        max_tokens=_first(settings.max_tokens, sampling and sampling.max_tokens, DEFAULT_MAX_TOKENS),
+        max_tokens=_first(settings.max_tokens, sampling and sampling.max_tokens, defaults.MAX_TOKENS),
         temperature=_first(settings.temperature, sampling and sampling.temperature, base.temperature),
         top_p=_first(settings.top_p, sampling and sampling.top_p, base.top_p),
         top_k=_first(settings.top_k, sampling and sampling.top_k, base.top_k),
@@ -98,8 +91,8 @@ def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[Si
         prompt_style=settings.prompt_style if settings.prompt_style != "auto" else (
             manifest.prompt_style if manifest else "generic"),
         think=think,
-        think_budget=_first(settings.think_budget, sampling and sampling.think_budget, DEFAULT_THINK_BUDGET))
-    ctx = _first(settings.ctx, manifest and manifest.default_ctx, DEFAULT_CTX)
+        think_budget=_first(settings.think_budget, sampling and sampling.think_budget, defaults.THINK_BUDGET))
+    ctx = _first(settings.ctx, manifest and manifest.default_ctx, defaults.CTX)
     check_room(ctx, options)
     return options, ctx
 
@@ -107,7 +100,7 @@ def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[Si
 def check_room(ctx: int, options: SimOptions) -> None:
     """Refuse at startup a context that every call would overflow."""
     budget = options.think_budget if options.think else 0
-    if ctx < options.max_tokens + budget + MIN_PROMPT_ROOM:
+    if ctx < options.max_tokens + budget + defaults.MIN_PROMPT_ROOM:
         thinking = f" plus a {budget}-token thinking budget" if budget else ""
         raise McpSimError(f"a {ctx}-token context leaves no room for the prompt: answers take up to "
                           f"{options.max_tokens} tokens{thinking}. Raise --ctx, or lower --max-tokens"
@@ -127,7 +120,7 @@ def _prepare_openai(settings: EngineSettings) -> Prepared:
     api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     engine = OpenAIEngine(settings.base_url, settings.model, api_key=api_key, n_ctx=ctx,
                           timeout=settings.timeout, max_inflight=settings.max_inflight)
-    return Prepared(engine, options, ctx, manifest)
+    return Prepared(engine, options, manifest)
 
 
 def _first(*values: Any) -> Any:

@@ -12,8 +12,8 @@ import yaml
 from mcp import StdioServerParameters
 
 from mcp_sim.errors import McpSimError, SpecError
+from mcp_sim.fidelity.upstream import connect, list_all_tools
 from mcp_sim.specs import load_catalog
-from mcp_sim.upstream import connect, list_all_tools
 
 
 class MirrorError(McpSimError):

@@ -14,10 +14,10 @@ from typing import Any
 
 from mcp_sim.engines.base import ChatMessage, Engine, GenerationRequest
 from mcp_sim.errors import McpSimError
-from mcp_sim.fidelity import Observation
+from mcp_sim.fidelity.scoring import Observation
+from mcp_sim.fidelity.traces import TraceRecord
 from mcp_sim.prompt import render_action, render_observation
 from mcp_sim.specs import ToolSpec
-from mcp_sim.traces import TraceRecord
 
 logger = logging.getLogger(__name__)
 

@@ -1,59 +1,57 @@
-"""The `mcp-sim models` commands (list, pull) and `mcp-sim doctor`.
-
-Built by `commands()` from the CLI's shared decorators, so that this module never imports cli.py
-(which registers these commands, and would otherwise import it back).
-"""
+"""The `mcp-sim models` commands (list, pull) and `mcp-sim doctor`."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+from mcp_sim.cli.options import engine_options, handle_errors
 
 
-def commands(engine_options: Decorator, handle_errors: Decorator) -> list[click.Command]:
-    """The `models` group and the `doctor` command, ready for `cli.add_command`."""
+@click.group("models")
+def models() -> None:
+    """Known world models: what there is, what is here, and downloads."""
 
-    @click.group("models")
-    def models() -> None:
-        """Known world models: what there is, what is here, and downloads."""
 
-    @models.command("list")
-    @handle_errors
-    def list_models() -> None:
-        """Known models and quants, their sizes, and which are on this machine (and where)."""
-        _list_models()
+@models.command("list")
+@handle_errors
+def list_models() -> None:
+    """Known models and quants, their sizes, and which are on this machine (and where)."""
+    _list_models()
 
-    @models.command("pull")
-    @click.argument("spec")
-    @handle_errors
-    def pull(spec: str) -> None:
-        """Download SPEC (NAME[:QUANT], OWNER/REPO:QUANT or hf://OWNER/REPO/FILE.gguf) into the HF cache.
 
-        Honours HF_TOKEN, HF_HOME and HF_HUB_OFFLINE; an interrupted download resumes."""
-        from mcp_sim.hub import pull as pull_model
+@models.command("pull")
+@click.argument("spec")
+@handle_errors
+def pull(spec: str) -> None:
+    """Download SPEC (NAME[:QUANT], OWNER/REPO:QUANT or hf://OWNER/REPO/FILE.gguf) into the HF cache.
 
-        resolved = pull_model(spec)
-        click.echo(f"{spec}: {resolved.path} ({_size(resolved.path.stat().st_size)}, {resolved.source})")
+    Honours HF_TOKEN, HF_HOME and HF_HUB_OFFLINE; an interrupted download resumes."""
+    from mcp_sim.models.hub import pull as pull_model
 
-    @click.command("doctor")
-    @engine_options
-    def doctor(**engine: Any) -> None:
-        """Check Python, the llama.cpp build, the model that would load and its memory needs.
+    resolved = pull_model(spec)
+    click.echo(f"{spec}: {resolved.path} ({_size(resolved.path.stat().st_size)}, {resolved.source})")
 
-        Exits 1 when something blocks serving. Takes the same model options as `serve`."""
-        _doctor(engine)
 
-    return [models, doctor]
+@click.command("doctor")
+@engine_options
+def doctor(**engine: Any) -> None:
+    """Check Python, the llama.cpp build, the model that would load and its memory needs.
+
+    Exits 1 when something blocks serving. Takes the same model options as `serve`."""
+    _doctor(engine)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(models)
+    cli.add_command(doctor)
 
 
 def _list_models() -> None:
-    from mcp_sim.hub import hub_cache_dir, locate, offline
-    from mcp_sim.registry import load_registry, local_gguf_files
+    from mcp_sim.models.hub import hub_cache_dir, locate, offline
+    from mcp_sim.models.registry import load_registry, local_gguf_files
 
     registry = load_registry()
     rows = [("NAME", "QUANT", "SIZE", "WHERE")]
@@ -78,8 +76,8 @@ def _list_models() -> None:
 
 
 def _doctor(engine: dict[str, Any]) -> None:
-    from mcp_sim.doctor import FAIL, WARN, blocking, diagnose
-    from mcp_sim.launch import EngineSettings
+    from mcp_sim.models.doctor import FAIL, WARN, blocking, diagnose
+    from mcp_sim.models.settings import EngineSettings
 
     checks = diagnose(EngineSettings(**engine))
     marks = {FAIL: "FAIL", WARN: "warn"}

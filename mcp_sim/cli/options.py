@@ -1,0 +1,114 @@
+"""What the commands share: the engine options, the error handler, and building a simulator from them."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from mcp_sim import defaults
+from mcp_sim.errors import McpSimError
+from mcp_sim.specs import Catalog
+
+if TYPE_CHECKING:
+    from mcp_sim.simulator import Simulator
+
+logger = logging.getLogger("mcp_sim")
+
+Command = Callable[..., Any]
+_FROM_MANIFEST = "(default: the model's manifest, else {})"
+
+
+def engine_options(command: Command) -> Command:
+    """The options that choose and tune the model; shared by every command that simulates."""
+    options = [
+        click.option("--model", "model", default=None,
+                     help="A registry name (qwen-agentworld-35b-a3b:Q4_K_M), OWNER/REPO:QUANT, "
+                     "hf://OWNER/REPO/FILE.gguf, a .gguf in models/, or a path; with --engine openai, "
+                     "the name the server serves. Default: the bundled SmolLM2-135M-Instruct Q4_1."),
+        click.option("--engine", type=click.Choice(["llama", "openai"]), default="llama", show_default=True,
+                     help="llama: run the GGUF in-process; openai: an OpenAI-compatible server at "
+                     "--base-url."),
+        click.option("--base-url", default=None,
+                     help="The OpenAI-compatible API root, e.g. http://gpu-box:8000/v1 (--engine openai)."),
+        click.option("--api-key-env", default=defaults.OPENAI_API_KEY_ENV, show_default=True,
+                     help="Environment variable holding the server's API key, if it needs one."),
+        click.option("--max-inflight", type=click.IntRange(1), default=defaults.OPENAI_MAX_INFLIGHT,
+                     show_default=True, help="Most concurrent requests to the server (--engine openai)."),
+        click.option("--timeout", type=click.FloatRange(1), default=defaults.OPENAI_TIMEOUT_S, show_default=True,
+                     help="Seconds to wait for one answer from the server (--engine openai)."),
+        click.option("--ctx", type=click.IntRange(512), default=None,
+                     help="Context size in tokens " + _FROM_MANIFEST.format(defaults.CTX) + "."),
+        click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads (default: all cores "
+                     "up to 4)."),
+        click.option("--gpu-layers", type=int, default=None,
+                     help="Layers to offload to the GPU (default: all when the build supports it, else 0)."),
+        click.option("--seed", type=int, default=defaults.SEED, show_default=True, help="Sampling seed."),
+        click.option("--temperature", type=click.FloatRange(0), default=None,
+                     help=_FROM_MANIFEST.format(defaults.TEMPERATURE)),
+        click.option("--top-p", type=click.FloatRange(0, 1), default=None,
+                     help=_FROM_MANIFEST.format(defaults.TOP_P)),
+        click.option("--top-k", type=click.IntRange(0), default=None, help=_FROM_MANIFEST.format(defaults.TOP_K)),
+        click.option("--max-tokens", type=click.IntRange(16), default=None,
+                     help="Most tokens one answer may take, reasoning not counted "
+                     + _FROM_MANIFEST.format(defaults.MAX_TOKENS)),
+        click.option("--think/--no-think", default=None,
+                     help="Let the model reason before it answers (default: on when the manifest says "
+                     "it thinks)."),
+        click.option("--think-budget", type=click.IntRange(0), default=None,
+                     help="Most reasoning tokens before the answer is forced "
+                     + _FROM_MANIFEST.format(defaults.THINK_BUDGET)),
+        click.option("--prompt-style", type=click.Choice(["auto", "agentworld", "generic"]), default="auto",
+                     show_default=True,
+                     help="agentworld: Qwen-AgentWorld's native format (auto: from the manifest)."),
+        click.option("--attempts", type=click.IntRange(1, 10), default=defaults.ATTEMPTS, show_default=True,
+                     help="Tries before a schema-breaking answer becomes an is_error result."),
+        click.option("--max-argument-bytes", type=click.IntRange(1), default=defaults.MAX_ARGUMENT_BYTES,
+                     show_default=True, help="Larger arguments are refused with an is_error result."),
+        click.option("--expose-prompt", is_flag=True, help="Put each call's prompt into its _meta (debugging)."),
+        click.option("--simulate-errors", is_flag=True,
+                     help="Let the model answer a call that cannot succeed with a tool failure (isError)."),
+        click.option("--parallel", type=click.IntRange(1, 64), default=defaults.PARALLEL, show_default=True,
+                     help="Model instances answering calls side by side (each holds its own weights and KV)."),
+        click.option("--state-cache-mb", type=click.IntRange(0), default=defaults.STATE_CACHE_MB,
+                     show_default=True,
+                     help="Memory per instance for saved model states, so calls resume sessions instead of "
+                          "re-reading them."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def build_simulator(catalog: Catalog, **engine: Any) -> Simulator:
+    """A simulator over CATALOG with the engine the options describe, its model loaded."""
+    from mcp_sim.models.settings import EngineSettings, prepare
+    from mcp_sim.simulator import Simulator
+
+    prepared = prepare(EngineSettings(**engine))
+    simulator = Simulator(catalog, prepared.engine, prepared.options)
+    for tool, reason in simulator.grammar_fallbacks().items():
+        logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are still "
+                       "validated after decoding and retried", tool, reason)
+    prepared.engine.load()
+    return simulator
+
+
+def handle_errors(command: Command) -> Command:
+    """Turn mcp-sim errors into a clean message and exit code 1 (-vv shows the traceback)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except McpSimError as exc:
+            if logging.getLogger().isEnabledFor(logging.DEBUG):
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper

@@ -1,0 +1,119 @@
+"""The core commands: serve the simulated tools, simulate one call, check spec files."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from mcp_sim import defaults
+from mcp_sim.cli.options import build_simulator, engine_options, handle_errors, logger
+from mcp_sim.errors import McpSimError
+from mcp_sim.specs import load_catalog
+
+
+@click.command()
+@click.argument("specs", nargs=-1, required=True)
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default=defaults.HOST, show_default=True)
+@click.option("--port", type=int, default=defaults.PORT, show_default=True)
+@click.option("--path", "http_path", default=defaults.HTTP_PATH, show_default=True)
+@click.option("--max-queue", type=click.IntRange(1), default=defaults.MAX_QUEUE, show_default=True,
+              help="Calls that may wait for the model; more get a 'busy' error result.")
+@engine_options
+@handle_errors
+def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
+          **engine: Any) -> None:
+    """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
+    from mcp_sim.scheduler import FairScheduler
+    from mcp_sim.server import create_server, serve_http, serve_stdio
+
+    simulator = build_simulator(load_catalog(list(specs)), **engine)
+    scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
+    logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(simulator.catalog.tools),
+                   simulator.engine.name, transport)
+    try:
+        if transport == "stdio":
+            anyio.run(serve_stdio, create_server(simulator, default_session="stdio", scheduler=scheduler))
+        else:
+            anyio.run(serve_http, create_server(simulator, scheduler=scheduler), host, port, http_path)
+    finally:
+        simulator.engine.close()
+
+
+@click.command()
+@click.argument("specs", nargs=-1, required=True)
+@click.option("--tool", "tool_name", required=True, help="The tool to call.")
+@click.option("--args", "arguments", default="{}", show_default=True,
+              help="The arguments as a JSON object, or - to read them from stdin.")
+@engine_options
+@handle_errors
+def call(specs: tuple[str, ...], tool_name: str, arguments: str, **engine: Any) -> None:
+    """Simulate one call and print the result as a client receives it."""
+    from mcp_sim.server import to_call_tool_result
+    from mcp_sim.simulator import UnknownToolError
+
+    raw = sys.stdin.read() if arguments == "-" else arguments
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
+    simulator = build_simulator(load_catalog(list(specs)), **engine)
+    try:
+        result = simulator.simulate(tool_name, parsed, session_id="cli")
+    except UnknownToolError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    finally:
+        simulator.engine.close()
+    payload = to_call_tool_result(result).model_dump(by_alias=True, exclude_none=True, mode="json")
+    payload.pop("resultType", None)
+    click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+    sys.exit(1 if result.is_error else 0)
+
+
+@click.command()
+@click.argument("specs", nargs=-1, required=True)
+def check(specs: tuple[str, ...]) -> None:
+    """Check spec files and summarize them; exit 1 on any problem."""
+    from mcp_sim.engines.llama import LlamaEngine
+    from mcp_sim.grammar_schema import prepare_for_grammar
+
+    try:
+        catalog = load_catalog(list(specs))
+    except McpSimError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+    # Grammars are checked against the default model's vocabulary alone: nothing heavy is loaded.
+    grammar_engine = LlamaEngine(_default_model_or_none())
+    for spec_set in catalog.spec_sets:
+        world = " (with world)" if spec_set.world_description or spec_set.world_data is not None else ""
+        click.echo(f"{spec_set.source}: {len(spec_set.tools)} tool(s){world}")
+        for tool in spec_set.tools:
+            if tool.output_schema is None:
+                output = "text output"
+            else:
+                reason = grammar_engine.schema_support(prepare_for_grammar(tool.output_schema))
+                output = "outputSchema" + (f", grammar falls back: {reason}" if reason else ", grammar ok")
+            flags = [k for k, v in (tool.annotations or {}).items() if v is True]
+            examples = f", {len(tool.examples)} example(s)" if tool.examples else ""
+            click.echo(f"  {tool.name}: {output}{examples}" + (f" [{', '.join(flags)}]" if flags else ""))
+    click.echo(f"OK: {len(catalog.tools)} tool(s) in {len(catalog.spec_sets)} file(s)")
+
+
+def _default_model_or_none() -> Path:
+    from mcp_sim.models.bundled import default_model_path
+
+    try:
+        return default_model_path()
+    except McpSimError:
+        return Path("no-model.gguf")  # grammars are then converted but not parsed
+
+
+def register(cli: click.Group) -> None:
+    for command in (serve, call, check):
+        cli.add_command(command)

@@ -1,0 +1,42 @@
+"""Every default of mcp-sim, in one place: CLI flags, model manifests and constructors all read these.
+
+Precedence where it matters: a flag when given, else the model's manifest, else the value here.
+"""
+
+from __future__ import annotations
+
+# The model and its context.
+CTX = 8192
+STATE_CACHE_MB = 1024  # memory per model instance for saved session states (prefix reuse)
+PARALLEL = 1
+
+# Sampling.
+MAX_TOKENS = 512
+TEMPERATURE = 0.2
+TOP_P = 0.95
+TOP_K = 40
+REPEAT_PENALTY = 1.1
+SEED = 0
+THINK_BUDGET = 1024
+
+# Answers and arguments.
+ATTEMPTS = 3
+MAX_ARGUMENT_BYTES = 64 * 1024
+# Grammar bounds on every unbounded string and array, so a small model cannot loop.
+MAX_STRING = 80
+MAX_ITEMS = 5
+# The smallest room left for the prompt itself once the answer and reasoning budgets are set aside.
+MIN_PROMPT_ROOM = 512
+
+# Serving.
+MAX_QUEUE = 64
+MAX_WORLDS = 256
+HOST = "127.0.0.1"
+PORT = 8765
+HTTP_PATH = "/mcp"
+RECORD_PORT = 8766
+
+# The OpenAI-compatible engine.
+OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
+OPENAI_MAX_INFLIGHT = 4
+OPENAI_TIMEOUT_S = 300.0

@@ -1,0 +1,225 @@
+"""The local engine: a GGUF model run in-process by llama.cpp (CPU, CUDA or Metal).
+
+Only this package imports llama_cpp. The model is loaded on first use (or by `load()`), once, and every
+generation is serialized: one `Llama` object is not thread-safe. Its collaborators: prefix.py (state
+snapshots, so a call evaluates only its new tokens), grammar.py (schemas to checked grammars), thinking.py
+(reasoning before the answer), gguf.py (file checks, metadata), build.py (what the build can do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp_sim import defaults
+from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
+from mcp_sim.engines.llama.build import build_info, default_threads, gpu_offload_supported
+from mcp_sim.engines.llama.gguf import check_gguf_file, load_vocabulary, read_metadata
+from mcp_sim.engines.llama.grammar import GrammarCache
+from mcp_sim.engines.llama.prefix import PrefixCache
+from mcp_sim.engines.llama.state_cache import StateCache
+from mcp_sim.engines.llama.thinking import think
+from mcp_sim.errors import EngineError, ModelFileError
+
+__all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "read_metadata"]
+
+logger = logging.getLogger(__name__)
+
+# Used only when a GGUF carries no chat template (llama.cpp would otherwise fall back to llama-2).
+CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class LlamaEngine:
+    """Runs one GGUF model with llama-cpp-python."""
+
+    def __init__(self, model_path: str | Path, n_ctx: int = defaults.CTX, n_threads: int | None = None,
+                 n_gpu_layers: int | None = None, seed: int = defaults.SEED,
+                 template_kwargs: dict[str, Any] | None = None, verbose: bool = False,
+                 chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB):
+        self.model_path = Path(model_path)
+        self.name = self.model_path.name
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.n_gpu_layers = n_gpu_layers
+        self.seed = seed
+        self.template_kwargs = template_kwargs or {}
+        # Overrides the GGUF's own chat template (some files ship a broken or missing one).
+        self.chat_template = chat_template
+        self.verbose = verbose
+        self.states = StateCache(state_cache_mb * 1024 * 1024)
+        self._llama: Any = None
+        self._prefix: PrefixCache | None = None
+        self._formatter: Any = None
+        self._transcript_formatter: Any = None
+        self._grammars = GrammarCache(self._vocab)
+        self._vocab_model: Any = None  # a vocabulary-only load, to check grammars before the model loads
+        # Generation holds `_lock` for a whole call; tokenizing only needs the model loaded, so counting
+        # tokens for one call never waits behind another call's decoding.
+        self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+
+    @property
+    def context_size(self) -> int:
+        return self.n_ctx
+
+    def load(self) -> None:
+        """Load the model now (servers do this at startup so a bad file fails fast)."""
+        self._ensure_loaded()
+
+    def close(self) -> None:
+        """Free the model and its context."""
+        with self._lock, self._load_lock:
+            for handle in (self._llama, self._vocab_model):
+                if handle is not None:
+                    handle.close()
+            self._llama = self._vocab_model = self._prefix = None
+
+    def _ensure_loaded(self) -> Any:
+        if self._llama is not None:
+            return self._llama
+        with self._load_lock:
+            if self._llama is None:
+                self._load()
+        return self._llama
+
+    def _load(self) -> None:
+        check_gguf_file(self.model_path)
+        import llama_cpp
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        gpu_layers = self.n_gpu_layers
+        if gpu_layers is None:
+            gpu_layers = -1 if gpu_offload_supported() else 0
+        started = time.perf_counter()
+        try:
+            llama = llama_cpp.Llama(
+                model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                n_gpu_layers=gpu_layers, seed=self.seed, verbose=self.verbose)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFileError(
+                f"llama.cpp could not load the model {self.model_path}: {exc}. The file may be truncated, "
+                "corrupt, or of an architecture this llama.cpp build does not support; download it again "
+                "or pass another file with --model.") from exc
+        logger.info("loaded %s in %.2f s (n_ctx=%d, gpu_layers=%d)", self.model_path,
+                    time.perf_counter() - started, self.n_ctx, gpu_layers)
+        template = self.chat_template or llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        eos, bos = llama.token_eos(), llama.token_bos()
+        eos_text = llama._model.token_get_text(eos) if eos != -1 else ""
+        bos_text = llama._model.token_get_text(bos) if bos != -1 else ""
+        self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos_text, bos_token=bos_text)
+        # Renders a conversation without the assistant cue: where snapshots of finished turns are taken.
+        self._transcript_formatter = Jinja2ChatFormatter(template=template, eos_token=eos_text, bos_token=bos_text,
+                                                         add_generation_prompt=False)
+        model = llama._model.model
+        # Recurrent and hybrid models (qwen35moe) cannot roll their state back to an earlier token.
+        recurrent = bool(llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
+        self._prefix = PrefixCache(llama, recurrent, self.states, self._transcript_tokens)
+        self._llama = llama  # last: other threads take a set _llama as a model ready to use
+
+    def _tokenize(self, messages: list[ChatMessage], think: bool = False,
+                  generation_prompt: bool = True) -> tuple[list[int], list[str], str]:
+        llama = self._ensure_loaded()
+        formatter = self._formatter if generation_prompt else self._transcript_formatter
+        # Templates that can think (Qwen3 and kin) read enable_thinking; the others ignore it.
+        formatted = formatter(messages=[{"role": m.role, "content": m.content} for m in messages],
+                              **{**self.template_kwargs, "enable_thinking": think})
+        tokens = llama.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special,
+                                special=True)
+        stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
+        return tokens, stops, formatted.prompt
+
+    def _transcript_tokens(self, messages: list[ChatMessage]) -> list[int]:
+        return self._tokenize(messages, generation_prompt=False)[0]
+
+    def count_tokens(self, messages: list[ChatMessage]) -> int:
+        return len(self._tokenize(messages)[0])
+
+    def render_prompt(self, messages: list[ChatMessage], think: bool = False) -> str:
+        """The prompt text the model sees, through its own chat template (for debugging)."""
+        return self._tokenize(messages, think)[2]
+
+    def schema_support(self, json_schema: dict[str, Any]) -> str | None:
+        return self._grammars.support(json_schema)
+
+    def _vocab(self) -> Any:
+        if self._llama is not None:
+            return self._llama._model.vocab
+        if self._vocab_model is None and self.model_path.is_file():
+            try:
+                self._vocab_model = load_vocabulary(self.model_path)
+            except (ValueError, RuntimeError):  # a bad file is reported when it is loaded
+                return None
+        return self._vocab_model.vocab if self._vocab_model is not None else None
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        llama = self._ensure_loaded()
+        with self._lock:
+            return self._generate(llama, request)
+
+    def _generate(self, llama: Any, request: GenerationRequest) -> Generation:
+        tokens, stops, prompt_text = self._tokenize(request.messages, request.think)
+        budget = request.think_budget if request.think else 0
+        if len(tokens) + budget + request.max_tokens > self.n_ctx:
+            thinking = f" plus the thinking budget ({budget})" if budget else ""
+            raise EngineError(f"the prompt ({len(tokens)} tokens){thinking} plus max_tokens "
+                              f"({request.max_tokens}) exceeds the context of {self.n_ctx}; raise --ctx")
+        assert self._prefix is not None
+        evaluated = self._prefix.prepare(request, tokens)
+        if request.cancel.is_set():
+            return Generation("", len(tokens), 0, "cancelled", evaluated)
+        # The model state now holds all but the last prompt token: what follows evaluates just that one.
+        answer_prompt, thought = tokens, None
+        if request.think:
+            thought = think(llama, tokens, prompt_text, stops, request, self._encode)
+            if thought.cancelled:
+                return Generation(text="", prompt_tokens=len(tokens), completion_tokens=thought.tokens,
+                                  finish_reason="cancelled", evaluated_tokens=evaluated + 1,
+                                  reasoning=thought.text, reasoning_tokens=thought.tokens)
+            answer_prompt = thought.prompt
+        grammar = None
+        if request.json_schema is not None:
+            grammar = self._grammars.get(request.schema_key or json.dumps(request.json_schema, sort_keys=True),
+                                         request.json_schema)
+        offset = thought.tokens if thought else 0
+        text, finish_reason, produced = self._decode(llama, answer_prompt, stops, grammar, request, offset)
+        # A final chunk may carry only the finish reason.
+        answer_tokens = max(0, llama.n_tokens - len(answer_prompt)) or produced
+        return Generation(text=text, prompt_tokens=len(tokens), completion_tokens=offset + answer_tokens,
+                          finish_reason=finish_reason, evaluated_tokens=evaluated + 1,
+                          reasoning=thought.text if thought else None, reasoning_tokens=offset)
+
+    def _decode(self, llama: Any, prompt: list[int], stops: list[str], grammar: Any,
+                request: GenerationRequest, offset: int) -> tuple[str, str, int]:
+        """Stream one answer, reporting tokens and stopping between tokens when cancelled."""
+        stream = llama.create_completion(
+            prompt=prompt, max_tokens=request.max_tokens, temperature=request.temperature,
+            top_p=request.top_p, top_k=request.top_k, repeat_penalty=request.repeat_penalty,
+            seed=request.seed, stop=stops, grammar=grammar, stream=True)
+        pieces: list[str] = []
+        finish_reason = "stop"
+        produced = 0
+        for chunk in stream:
+            choice = chunk["choices"][0]
+            pieces.append(choice["text"])
+            produced += 1
+            if request.on_token is not None:
+                request.on_token(offset + produced)
+            if choice.get("finish_reason"):
+                finish_reason = choice["finish_reason"]
+            if request.cancel.is_set():
+                finish_reason = "cancelled"
+                break
+        with contextlib.suppress(Exception):
+            stream.close()  # stops decoding now when we broke out early
+        return "".join(pieces), finish_reason, produced
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))

@@ -1,0 +1,27 @@
+"""What this llama.cpp build can do, and how many threads to give it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def gpu_offload_supported() -> bool:
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def build_info() -> dict[str, Any]:
+    """What this llama.cpp build can do, for `doctor` and logs."""
+    import llama_cpp
+
+    system_info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    return {"llama_cpp_python": llama_cpp.__version__, "gpu_offload": gpu_offload_supported(),
+            "system_info": system_info.strip()}
+
+
+def default_threads() -> int | None:
+    """llama.cpp's default is half the cores; on small machines every core helps."""
+    cores = os.cpu_count() or 1
+    return cores if cores <= 4 else None

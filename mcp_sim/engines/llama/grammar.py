@@ -1,0 +1,52 @@
+"""Grammars from JSON Schemas, compiled once per tool and checked by llama.cpp's own parser before use."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mcp_sim.errors import EngineError
+
+
+class GrammarCache:
+    """Compiled grammars by key. `vocab` gives the model's vocabulary to parse them against (None: none)."""
+
+    def __init__(self, vocab: Callable[[], Any]):
+        self._vocab = vocab
+        self._grammars: dict[str, Any] = {}
+
+    def get(self, key: str, json_schema: dict[str, Any]) -> Any:
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            from llama_cpp import LlamaGrammar
+
+            # The converter prints the grammar to stdout, which is the protocol channel on stdio.
+            with contextlib.redirect_stdout(io.StringIO()):
+                grammar = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
+            self._check(grammar._grammar)
+            self._grammars[key] = grammar
+        return grammar
+
+    def support(self, json_schema: dict[str, Any]) -> str | None:
+        """None when the schema compiles to a grammar llama.cpp accepts, else why not."""
+        try:
+            self.get(json.dumps(json_schema, sort_keys=True), json_schema)
+        except Exception as exc:  # the converter raises assorted errors on schemas it cannot express
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def _check(self, text: str) -> None:
+        """Parse the grammar as llama.cpp will: the converter can emit text the parser rejects, and a
+        rejected grammar crashes the sampler rather than raising."""
+        import llama_cpp
+
+        vocab = self._vocab()
+        if vocab is None:
+            return  # no model file to check against (only `mcp-sim check` without a model gets here)
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), b"root")
+        if not sampler:
+            raise EngineError("llama.cpp's grammar parser rejected the grammar built from this schema")
+        llama_cpp.llama_sampler_free(sampler)

@@ -1,0 +1,154 @@
+"""Prefix reuse: bring the model to the longest evaluated prefix of a prompt, so a call costs its new tokens.
+
+A collaborator of LlamaEngine that holds its `Llama` handle. It snapshots the end of each system prompt
+(shared by every session of a spec) and parks a conversation's live state when another conversation takes
+the model; recurrent and hybrid models (qwen35moe) cannot roll state back, so for them it also snapshots
+the end of each conversation's finished turns and restores only exact prefixes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import threading
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+from mcp_sim.engines.base import ChatMessage, GenerationRequest
+from mcp_sim.engines.llama.state_cache import Snapshot, StateCache, common_prefix
+
+logger = logging.getLogger(__name__)
+
+# Prompt tokens evaluated between checks for cancellation.
+PREFILL_CHUNK = 256
+
+Checkpoint = tuple[int, str]  # (token count, snapshot key)
+
+
+class PrefixCache:
+    def __init__(self, llama: Any, recurrent: bool, states: StateCache,
+                 transcript_tokens: Callable[[list[ChatMessage]], list[int]]):
+        self._llama = llama
+        self.recurrent = recurrent
+        self.states = states
+        # Renders messages as a finished transcript (no assistant cue): where turn boundaries lie.
+        self._transcript_tokens = transcript_tokens
+        # The conversation whose state the model holds now (None: none, or a cache-less call).
+        self._live_key: str | None = None
+
+    def prepare(self, request: GenerationRequest, tokens: list[int]) -> int:
+        """Bring the model to all of `tokens` but the last; returns the tokens evaluated for it."""
+        checkpoints = self._checkpoints(request, tokens)
+        conversation = conversation_key(request.cache_key)
+        self._park_live_state(conversation)
+        self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else []))
+        self._live_key = conversation
+        return self._prefill(tokens, checkpoints, request.cancel)
+
+    def _checkpoints(self, request: GenerationRequest, tokens: list[int]) -> list[Checkpoint]:
+        """Where to snapshot on the way through this prompt: the end of the system prompt, shared by every
+        session of a spec; for recurrent models also the end of this conversation's finished turns."""
+        messages = request.messages
+        boundaries: list[Checkpoint] = []
+        system_end = self._prefix_length(messages[:1], tokens)
+        if system_end:
+            boundaries.append((system_end, "system:" + _digest(tokens[:system_end])))
+        # Attention models resume from the state parked after their last answer (see _park_live_state);
+        # recurrent state can only resume from an exact prefix, which the end of the finished turns is.
+        if self.recurrent and request.cache_key is not None and len(messages) > 2:
+            history_end = self._prefix_length(messages[:-1], tokens)
+            if history_end > system_end:
+                boundaries.append((history_end, "turns:" + request.cache_key))
+        return boundaries
+
+    def _park_live_state(self, incoming: str | None) -> None:
+        """Before another conversation takes the model, save the live one's state (its prompt and answer).
+
+        Taken only on a switch, so a session calling alone pays nothing; its next prompt extends what it
+        just generated, so it resumes with only the new call to read."""
+        if self._live_key is None or self._live_key == incoming or self.recurrent or not self._llama.n_tokens:
+            return
+        self.states.put(self._live_key, self.snapshot())
+
+    def _prefix_length(self, messages: list[ChatMessage], tokens: list[int]) -> int:
+        """How many of `tokens` render `messages` as a finished transcript; 0 when the template renders
+        that part differently inside the whole prompt (then there is no usable boundary there)."""
+        prefix = self._transcript_tokens(messages)
+        if 0 < len(prefix) < len(tokens) - 1 and tokens[: len(prefix)] == prefix:
+            return len(prefix)
+        return 0
+
+    def _resume(self, tokens: list[int], keys: list[str]) -> None:
+        """Bring the model state to the longest prefix of `tokens` we can, live state or a snapshot, but
+        never past the prompt's last token: the first answer token must be sampled from logits of this
+        prompt's last token, evaluated now. A state covering the whole prompt (another session that began
+        with the same call) would leave llama-cpp-python sampling from the logits of whatever that state
+        evaluated last (issue 8)."""
+        llama = self._llama
+        target = tokens[:-1]
+        current = llama._input_ids.tolist()
+        shared = common_prefix(current, target)
+        usable = shared if not self.recurrent or shared == len(current) else 0
+        best = self.states.best(keys, target, exact=self.recurrent)
+        if best is not None and best[2] > usable:
+            _, snapshot, usable = best
+            self.restore(snapshot)
+        if llama.n_tokens > usable:
+            if self.recurrent or not llama._ctx.kv_cache_seq_rm(-1, usable, -1):
+                llama.reset()
+                return
+            self._set_evaluated(usable)
+
+    def _set_evaluated(self, count: int) -> None:
+        """Declare the first `count` input tokens evaluated. The logits in the context then belong to no
+        token of the new prompt, so llama-cpp-python must not sample from them before evaluating one."""
+        self._llama.n_tokens = count
+        self._llama._requires_eval = True
+
+    def _prefill(self, tokens: list[int], checkpoints: list[Checkpoint], cancel: threading.Event) -> int:
+        """Evaluate the prompt up to its last token, snapshotting at each checkpoint passed on the way."""
+        llama = self._llama
+        start = llama.n_tokens
+        targets = [(end, key) for end, key in checkpoints if end > start] + [(len(tokens) - 1, "")]
+        for end, key in targets:
+            while llama.n_tokens < end:
+                if cancel.is_set():
+                    return llama.n_tokens - start
+                llama.eval(tokens[llama.n_tokens: min(end, llama.n_tokens + PREFILL_CHUNK)])
+            if key:
+                self.states.put(key, self.snapshot())
+        return llama.n_tokens - start
+
+    def snapshot(self) -> Snapshot:
+        import llama_cpp
+
+        ctx = self._llama._ctx.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+        # The ctypes buffer is kept as it is: copying tens of MB into bytes (and back) doubled the cost.
+        return Snapshot(tuple(self._llama._input_ids.tolist()), memoryview(buffer)[:written])
+
+    def restore(self, snapshot: Snapshot) -> None:
+        import llama_cpp
+
+        llama = self._llama
+        size = snapshot.state.nbytes
+        buffer = (ctypes.c_uint8 * size).from_buffer(snapshot.state.obj)  # shares the memory: no copy
+        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buffer, size, 0) != size:
+            logger.warning("could not restore a state snapshot; evaluating the prompt from the start")
+            llama.reset()
+            return
+        count = len(snapshot.tokens)
+        llama.input_ids[:count] = snapshot.tokens
+        self._set_evaluated(count)
+
+
+def conversation_key(cache_key: str | None) -> str | None:
+    return None if cache_key is None else "conversation:" + cache_key
+
+
+def _digest(tokens: list[int]) -> str:
+    return hashlib.sha256(array("i", tokens).tobytes()).hexdigest()[:16]
