@@ -8,6 +8,14 @@ PYTHON="${PYTHON:-python3}"
 .venv/bin/python -m pip install --quiet --upgrade pip
 # -DLLAVA_BUILD=OFF: mcp-sim needs no multimodal library, and skipping it shortens the build.
 CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" .venv/bin/python -m pip install --quiet -e ".[dev]"
+# The ledger's HTML page is tested in a real headless browser (Debian's chromium).
+if ! command -v chromium >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "chromium not found: the ledger page test needs it (apt-get install chromium, as root)" >&2
+    fi
+fi
 if command -v npm >/dev/null; then
     # `npm ci` trips over an optional Windows-only dependency missing from the lock; install honours the lock.
     npm install --no-audit --no-fund --loglevel=error
