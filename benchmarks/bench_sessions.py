@@ -74,7 +74,7 @@ def run_mcp_sim(calls_per_session: int, threads: int) -> tuple[Run, list[Any], d
         for session in SESSIONS:
             first_token: list[float] = []
             started = time.perf_counter()
-            result = simulator.simulate("write_file", arguments(session, index), session_id=session,
+            result = simulator.simulate("write_file", arguments(session, index), world=session,
                                         on_progress=lambda n, _t, seen=first_token: seen.append(time.perf_counter()))
             elapsed = time.perf_counter() - started
             wall_total += elapsed

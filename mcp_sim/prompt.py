@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage
+from mcp_sim.scenarios import DEFAULT_SCENARIO
 from mcp_sim.specs import Example, SpecSet, ToolSpec
 
 # Modelled on Qwen-AgentWorld's MCP world-model prompt: role, tool definitions, world, demonstrations.
@@ -72,21 +73,23 @@ def render_error(message: str, structured: bool) -> str:
     return json.dumps({"error": message}, ensure_ascii=False) if structured else message
 
 
-def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = False) -> str:
-    """The simulator's role, tool definitions, world and demonstrations for one spec set."""
+def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = False,
+                  scenario: str = DEFAULT_SCENARIO) -> str:
+    """The simulator's role, tool definitions, world (in `scenario`) and demonstrations for one spec set."""
     if style == "agentworld":
-        return agentworld_system_prompt(spec_set, errors)
+        return agentworld_system_prompt(spec_set, errors, scenario)
+    description, data = spec_set.world_state(scenario)
     parts = [ROLE, "# Input Definitions & Action Space"]
     for tool in spec_set.tools:
         parts.append(json.dumps(_prompt_definition(tool), ensure_ascii=False, separators=(",", ":")))
-    if spec_set.world_description or spec_set.world_data is not None:
+    if description or data is not None:
         parts.append("# World")
-        if spec_set.world_description:
-            parts.append(spec_set.world_description.strip())
-        if spec_set.world_data is not None:
-            parts.append("Initial state (JSON):\n" + json.dumps(spec_set.world_data, ensure_ascii=False))
+        if description:
+            parts.append(description.strip())
+        if data is not None:
+            parts.append("Initial state (JSON):\n" + json.dumps(data, ensure_ascii=False))
     parts.append(RULES + "\n" + (ERRORS_RULE if errors else SUCCESS_RULE))
-    demonstrations = _demonstrations(spec_set)
+    demonstrations = _demonstrations(spec_set, scenario)
     if demonstrations:
         parts.append("# Demonstrations\n" + demonstrations)
     return "\n\n".join(parts)
@@ -104,13 +107,16 @@ def _prompt_definition(tool: ToolSpec) -> dict[str, Any]:
     return definition
 
 
-def _demonstrations(spec_set: SpecSet) -> str:
-    lines = []
-    for tool in spec_set.tools:
-        for example in tool.examples:
-            lines.append(f"Action: {render_action(tool.name, example.arguments)}\n"
-                         f"Observation: {_example_observation(tool, example)}")
-    return "\n\n".join(lines)
+def _examples(spec_set: SpecSet, scenario: str) -> list[tuple[ToolSpec, Example]]:
+    """The demonstrations a world of `scenario` sees: every tool's general examples and the scenario's own."""
+    return [(tool, example) for tool in spec_set.tools for example in tool.examples
+            if example.scenario in (None, scenario)]
+
+
+def _demonstrations(spec_set: SpecSet, scenario: str) -> str:
+    return "\n\n".join(f"Action: {render_action(tool.name, example.arguments)}\n"
+                       f"Observation: {_example_observation(tool, example)}"
+                       for tool, example in _examples(spec_set, scenario))
 
 
 def build_messages(system: str, history: list[Turn], action: str,
@@ -160,15 +166,16 @@ exactly; otherwise it is the raw text the tool returns. Do not wrap raw response
 4. **Output**: the observation only, optionally inside <predicted_observation></predicted_observation>."""
 
 
-def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False) -> str:
+def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False, scenario: str = DEFAULT_SCENARIO) -> str:
     """The system prompt in Qwen-AgentWorld's MCP template shape: role, environment, tools, demonstrations."""
     parts = [AGENTWORLD_ROLE, AGENTWORLD_ENVIRONMENT + "\n" + (ERRORS_RULE if errors else SUCCESS_RULE)]
-    if spec_set.world_description or spec_set.world_data is not None:
+    description, data = spec_set.world_state(scenario)
+    if description or data is not None:
         world = ["## World State"]
-        if spec_set.world_description:
-            world.append(spec_set.world_description.strip())
-        if spec_set.world_data is not None:
-            world.append("Initial state (JSON):\n" + json.dumps(spec_set.world_data, ensure_ascii=False))
+        if description:
+            world.append(description.strip())
+        if data is not None:
+            world.append("Initial state (JSON):\n" + json.dumps(data, ensure_ascii=False))
         parts.append("\n\n".join(world))
     tools = "\n".join(json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":"))
                       for t in spec_set.tools)
@@ -177,8 +184,7 @@ def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False) -> str:
     demonstrations = [
         agentworld_turn(number, render_action(tool.name, example.arguments))
         + "\n" + agentworld_observation(_example_observation(tool, example))
-        for number, (tool, example) in enumerate(
-            ((t, e) for t in spec_set.tools for e in t.examples), start=1)]
+        for number, (tool, example) in enumerate(_examples(spec_set, scenario), start=1)]
     if demonstrations:
         parts.append("# Demonstrations\n\n" + "\n\n".join(demonstrations))
     return "\n\n---\n\n".join(parts)

@@ -1,15 +1,16 @@
 """The MCP layer: advertise the specs' tools and answer tools/call through the simulator.
 
-Kept thin on purpose: every decision about a call lives in `Simulator`; this module only maps it onto
-MCP (sessions, progress, cancellation, result shape) and onto the stdio and streamable HTTP transports.
+Kept thin on purpose: every decision about a call lives in `Simulator` and the world rules in
+`mcp_sim.worlds`; this module maps them onto MCP (which world a request names, progress, cancellation,
+result shape, the optional `sim://world` resource) and onto the stdio and streamable HTTP transports.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-import uuid
 from typing import Any
 
 import anyio
@@ -19,31 +20,35 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from starlette.routing import Route
 
 from mcp_sim import __version__
 from mcp_sim.errors import BusyError, McpSimError
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
+from mcp_sim.worlds.routing import choose_world
 
 logger = logging.getLogger(__name__)
 
 RequestContext = ServerRequestContext[Any, Any]
 
-# A client may name its session explicitly in the request's _meta; this is the only way to keep a
-# history on the stateless 2026-07-28 protocol over HTTP, where no session id exists.
-SESSION_META_KEY = "mcp-sim/session"
+# A client names its world in the URL (?world=NAME&scenario=S) or in the request's _meta.
+WORLD_META_KEY = "mcp-sim/world"
+SESSION_META_KEY = "mcp-sim/session"  # the older name of the same key, still honoured
+SCENARIO_META_KEY = "mcp-sim/scenario"
+WORLD_RESOURCE_URI = "sim://world"
 INSTRUCTIONS = ("Every tool of this server is SIMULATED by a language world model: nothing is executed and "
                 "no real system is touched. Results carry _meta['mcp-sim/simulation'].simulated = true.")
 PROGRESS_INTERVAL_S = 0.25
 
 
-def create_server(simulator: Simulator, *, name: str = "mcp-sim", default_session: str | None = None,
-                  scheduler: FairScheduler | None = None) -> Server:
+def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
+                  scheduler: FairScheduler | None = None, expose_world: bool = False) -> Server:
     """An MCP server over `simulator`.
 
-    `default_session` names the session for calls that carry no session identity (stdio serves one
-    client, so it passes "stdio"); without it each such call is a session of its own. `scheduler` admits
-    calls to the model fairly across sessions (default: one slot, 64 waiting).
+    `world_scope` "server" puts every call that names no world into the default world, legacy HTTP sessions
+    included. `scheduler` admits calls to the model fairly across worlds (default: one slot, 64 waiting).
+    `expose_world` publishes the calling world's scenario and history as the resource `sim://world`.
     """
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
@@ -52,31 +57,38 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", default_sessio
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-        session_id = _session_id(ctx, default_session)
+        world, scenario = request_world(ctx, world_scope)
         try:
             simulator.tool(params.name)
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         try:
-            async with scheduler.slot(session_id):
-                result = await _simulate_off_loop(simulator, ctx, params, session_id)
+            async with scheduler.slot(world):
+                result = await _simulate_off_loop(simulator, ctx, params, world, scenario)
         except BusyError as exc:
-            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "queue"}})
+            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "queue",
+                                                                               "world": world}})
         return to_call_tool_result(result)
 
+    handlers: dict[str, Any] = {}
+    if expose_world:
+        handlers = _world_resource_handlers(simulator, world_scope)
     return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                  on_call_tool=call_tool)
+                  on_call_tool=call_tool, **handlers)
 
 
-def _session_id(ctx: RequestContext, default_session: str | None) -> str:
+def request_world(ctx: RequestContext, world_scope: str) -> tuple[str, str | None]:
+    """The world (and the scenario for a new one) that the request names, or that its transport implies."""
+    query = getattr(ctx.request, "query_params", None) or {}
+    explicit = _meta_text(ctx, WORLD_META_KEY) or _meta_text(ctx, SESSION_META_KEY) or query.get("world")
+    scenario = _meta_text(ctx, SCENARIO_META_KEY) or query.get("scenario")
+    return choose_world(explicit, transport_session_id(ctx), world_scope), scenario
+
+
+def _meta_text(ctx: RequestContext, key: str) -> str | None:
     meta = ctx.meta or {}
-    explicit = meta.get(SESSION_META_KEY) if isinstance(meta, dict) else getattr(meta, SESSION_META_KEY, None)
-    if isinstance(explicit, str) and explicit:
-        return f"client:{explicit}"
-    transport_session = transport_session_id(ctx)
-    if transport_session:
-        return f"http:{transport_session}"
-    return default_session or f"call:{uuid.uuid4().hex}"
+    value = meta.get(key) if isinstance(meta, dict) else getattr(meta, key, None)
+    return value if isinstance(value, str) and value else None
 
 
 def transport_session_id(ctx: RequestContext) -> str | None:
@@ -87,8 +99,30 @@ def transport_session_id(ctx: RequestContext) -> str | None:
     return str(session_id) if session_id else None
 
 
+def _world_resource_handlers(simulator: Simulator, world_scope: str) -> dict[str, Any]:
+    """`sim://world`: what the simulator believes about the caller's world, for a developer to read."""
+    resource = types.Resource(uri=WORLD_RESOURCE_URI, name="world", title="The simulated world",
+                              description="This world's scenario and every call answered in it (simulated).",
+                              mime_type="application/json")
+
+    async def list_resources(ctx: RequestContext,
+                             params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[resource])
+
+    async def read_resource(ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        if str(params.uri) != WORLD_RESOURCE_URI:
+            raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri}; this server has {WORLD_RESOURCE_URI}")
+        name, _ = request_world(ctx, world_scope)
+        world = simulator.worlds.find(name)
+        state = simulator.worlds.export(world) if world else {"name": name, "calls": 0, "history": {}}
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=WORLD_RESOURCE_URI, mime_type="application/json", text=json.dumps(state, ensure_ascii=False))])
+
+    return {"on_list_resources": list_resources, "on_read_resource": read_resource}
+
+
 async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: types.CallToolRequestParams,
-                             session_id: str) -> SimulationResult:
+                             world: str, scenario: str | None) -> SimulationResult:
     """Run the blocking model call in a worker thread; report progress; stop decoding when cancelled."""
     cancel = threading.Event()
     last_report = [0.0]
@@ -106,12 +140,12 @@ async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: 
 
     def run() -> SimulationResult:
         try:
-            return simulator.simulate(params.name, params.arguments, session_id,
-                                      on_progress=on_progress, cancel=cancel)
+            return simulator.simulate(params.name, params.arguments, world, on_progress=on_progress,
+                                      cancel=cancel, scenario=scenario)
         except McpSimError as exc:
             logger.error("simulation of %s failed: %s", params.name, exc)
             return SimulationResult(f"Simulation failed: {exc}", is_error=True,
-                                    meta={META_KEY: {"simulated": True, "stage": "engine"}})
+                                    meta={META_KEY: {"simulated": True, "stage": "engine", "world": world}})
 
     try:
         return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
@@ -133,10 +167,11 @@ async def serve_stdio(server: Server) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server, host: str, port: int, path: str = "/mcp") -> None:
+async def serve_http(server: Server, host: str, port: int, path: str = "/mcp",
+                     routes: list[Route] | None = None) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app = server.streamable_http_app(streamable_http_path=path, host=host, custom_starlette_routes=routes)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     logger.info("serving streamable HTTP at http://%s:%d%s", host, port, path)
     await uvicorn.Server(config).serve()

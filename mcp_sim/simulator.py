@@ -25,8 +25,9 @@ from mcp_sim.prompt import (
     render_error,
     system_prompt,
 )
-from mcp_sim.sessions import Session, SessionStore
 from mcp_sim.specs import Catalog, SpecSet, ToolSpec, validation_error
+from mcp_sim.worlds import DEFAULT_WORLD, World, Worlds
+from mcp_sim.worlds.world import WorldError
 
 logger = logging.getLogger(__name__)
 
@@ -82,16 +83,16 @@ class _Attempt:
 
 
 class Simulator:
-    """Answers tool calls for a catalog of specs with an engine; keeps each session's history."""
+    """Answers tool calls for a catalog of specs with an engine, each call in one world."""
 
     def __init__(self, catalog: Catalog, engine: Engine, options: SimOptions | None = None,
-                 sessions: SessionStore | None = None):
+                 worlds: Worlds | None = None):
         self.catalog = catalog
         self.engine = engine
         self.options = options or SimOptions()
-        self.sessions = sessions or SessionStore()
+        self.worlds = worlds or Worlds(catalog.scenarios, catalog.default_scenario)
         self._tools = catalog.tools
-        self._system_prompts: dict[str, str] = {}
+        self._system_prompts: dict[tuple[str, str], str] = {}
         self._grammar_schemas: dict[str, tuple[dict[str, Any], str]] = {}
 
     def tool(self, name: str) -> ToolSpec:
@@ -111,21 +112,26 @@ class Simulator:
                     fallbacks[tool.name] = reason
         return fallbacks
 
-    def simulate(self, name: str, arguments: dict[str, Any] | None, session_id: str = "default",
+    def simulate(self, name: str, arguments: dict[str, Any] | None, world: str = DEFAULT_WORLD,
                  on_progress: Callable[[int, int], None] | None = None,
-                 cancel: threading.Event | None = None) -> SimulationResult:
+                 cancel: threading.Event | None = None, scenario: str | None = None) -> SimulationResult:
         """Answer one call. A tool failure (bad arguments, an answer that never fit) is an is_error result;
-        an unknown tool raises UnknownToolError, and an engine that cannot answer raises EngineError."""
+        an unknown tool raises UnknownToolError, and an engine that cannot answer raises EngineError. The
+        world is created from `scenario` (default: the server's) on its first call; a bad world or scenario
+        name is an is_error result too."""
         tool = self.tool(name)
         arguments = {} if arguments is None else arguments
         started = time.perf_counter()
-        base_meta: dict[str, Any] = {"simulated": True, "model": self.engine.name, "session": session_id}
+        base_meta: dict[str, Any] = {"simulated": True, "model": self.engine.name, "world": world}
         problem = self._argument_problem(tool, arguments)
         if problem:
             return SimulationResult(problem, is_error=True, meta={META_KEY: {**base_meta, "stage": "arguments"}})
-        session = self.sessions.get(session_id)
-        with session.lock:
-            return self._simulate_in_session(tool, arguments, session, base_meta, started, on_progress, cancel)
+        try:
+            state = self.worlds.get(world, scenario)
+        except WorldError as exc:
+            return SimulationResult(str(exc), is_error=True, meta={META_KEY: {**base_meta, "stage": "world"}})
+        with state.lock:
+            return self._simulate_in_world(tool, arguments, state, base_meta, started, on_progress, cancel)
 
     def _argument_problem(self, tool: ToolSpec, arguments: Any) -> str | None:
         if not isinstance(arguments, dict):
@@ -137,21 +143,21 @@ class Simulator:
         message = validation_error(arguments, tool.input_schema)
         return f"Input validation error for tool '{tool.name}': {message}" if message else None
 
-    def _simulate_in_session(self, tool: ToolSpec, arguments: dict[str, Any], session: Session,
+    def _simulate_in_world(self, tool: ToolSpec, arguments: dict[str, Any], world: World,
                              base_meta: dict[str, Any], started: float,
                              on_progress: Callable[[int, int], None] | None,
                              cancel: threading.Event | None) -> SimulationResult:
         spec_set = tool.spec_set
         assert spec_set is not None
         action = render_action(tool.name, arguments)
-        messages = self._fit_to_context(spec_set, session, action)
-        session.calls += 1
+        messages, dropped = self._fit_to_context(spec_set, world, action)
+        world.calls += 1
         budget = self.options.max_tokens * self.options.attempts
         spent = 0
         attempt: _Attempt | None = None
         for number in range(self.options.attempts):
             progress = None if on_progress is None else (lambda n, s=spent: on_progress(s + n, budget))
-            attempt = self._attempt(tool, messages, number, progress, cancel, f"{session.id}|{spec_set.source}")
+            attempt = self._attempt(tool, messages, number, progress, cancel, world, spec_set.source)
             spent += attempt.generation.completion_tokens
             if attempt.generation.finish_reason == "cancelled":
                 break
@@ -159,8 +165,8 @@ class Simulator:
                 break
             logger.info("attempt %d for %s did not fit: %s", number + 1, tool.name, attempt.problem)
         assert attempt is not None
-        meta = {**base_meta, "turn": session.calls,
-                "history_turns": (len(messages) - 2) // 2,
+        meta = {**base_meta, "scenario": world.scenario, "turn": world.calls,
+                "history_turns": (len(messages) - 2) // 2, "dropped_turns": dropped,
                 "latency_ms": round((time.perf_counter() - started) * 1000, 1),
                 "prompt_tokens": attempt.generation.prompt_tokens, "completion_tokens": spent,
                 "attempts": number + 1}
@@ -174,9 +180,10 @@ class Simulator:
             return SimulationResult(self._failure_text(tool, attempt), is_error=True,
                                     meta={META_KEY: {**meta, "stage": "output"}})
         if attempt.tool_error:
-            session.record(spec_set.source, Turn(action, render_error(attempt.text, tool.output_schema is not None)))
+            self.worlds.record(world, spec_set.source,
+                               Turn(action, render_error(attempt.text, tool.output_schema is not None)))
             return SimulationResult(attempt.text, is_error=True, meta={META_KEY: {**meta, "simulated_error": True}})
-        session.record(spec_set.source, Turn(action, attempt.text))
+        self.worlds.record(world, spec_set.source, Turn(action, attempt.text))
         return SimulationResult(attempt.text, attempt.structured, meta={META_KEY: meta})
 
     def _failure_text(self, tool: ToolSpec, attempt: _Attempt) -> str:
@@ -191,7 +198,7 @@ class Simulator:
 
     def _attempt(self, tool: ToolSpec, messages: list[ChatMessage], number: int,
                  on_token: Callable[[int], None] | None, cancel: threading.Event | None,
-                 cache_key: str) -> _Attempt:
+                 world: World, source: str) -> _Attempt:
         opts = self.options
         schema, key = self._grammar_schema(tool) if tool.output_schema is not None else (None, None)
         request = GenerationRequest(
@@ -199,7 +206,9 @@ class Simulator:
             # Each retry samples differently: a new seed and a little more temperature.
             temperature=opts.temperature + 0.25 * number, top_p=opts.top_p, top_k=opts.top_k,
             repeat_penalty=opts.repeat_penalty, seed=None if opts.seed is None else opts.seed + number,
-            on_token=on_token, cache_key=cache_key, think=opts.think, think_budget=opts.think_budget)
+            on_token=on_token, cache_key=f"{world.name}|{source}", think=opts.think, think_budget=opts.think_budget,
+            # A fork's prompts extend its origin's: the origin's saved model state is a prefix of them.
+            related_cache_keys=[f"{world.forked_from}|{source}"] if world.forked_from else [])
         if cancel is not None:
             request = replace(request, cancel=cancel)
         generation = self.engine.generate(request)
@@ -243,17 +252,19 @@ class Simulator:
             cached = self._grammar_schemas[tool.name] = (schema, f"{tool.name}:{digest}")
         return cached
 
-    def _system_prompt(self, spec_set: SpecSet) -> str:
-        prompt = self._system_prompts.get(spec_set.source)
+    def _system_prompt(self, spec_set: SpecSet, scenario: str) -> str:
+        prompt = self._system_prompts.get((spec_set.source, scenario))
         if prompt is None:
-            prompt = system_prompt(spec_set, self.options.prompt_style, errors=self.options.simulate_errors)
-            self._system_prompts[spec_set.source] = prompt
+            prompt = system_prompt(spec_set, self.options.prompt_style, errors=self.options.simulate_errors,
+                                   scenario=scenario)
+            self._system_prompts[(spec_set.source, scenario)] = prompt
         return prompt
 
-    def _fit_to_context(self, spec_set: SpecSet, session: Session, action: str) -> list[ChatMessage]:
-        """The prompt for this call; the oldest turns go first when it would not fit (never the system)."""
-        system = self._system_prompt(spec_set)
-        history = session.history(spec_set.source)
+    def _fit_to_context(self, spec_set: SpecSet, world: World, action: str) -> tuple[list[ChatMessage], int]:
+        """The prompt for this call and how many of the oldest turns had to be left out of it so that it fits
+        the context (never the system prompt)."""
+        system = self._system_prompt(spec_set, world.scenario)
+        history = world.history(spec_set.source)
         limit = self.engine.context_size - self.options.max_tokens - self._think_budget()
         style = self.options.prompt_style
         messages = build_messages(system, history, action, style)
@@ -263,10 +274,10 @@ class Simulator:
             dropped += 1
             messages = build_messages(system, history, action, style)
         if dropped:
-            session.drop_oldest(spec_set.source, dropped)
-            logger.warning("session %s: dropped the %d oldest turn(s) of %s to fit the %d-token context",
-                           session.id, dropped, spec_set.source, self.engine.context_size)
-        return messages
+            self.worlds.leave_out_oldest(world, spec_set.source, dropped)
+            logger.warning("world %s: left the %d oldest turn(s) of %s out of the prompt to fit the %d-token "
+                           "context", world.name, dropped, spec_set.source, self.engine.context_size)
+        return messages, dropped
 
     def _think_budget(self) -> int:
         return self.options.think_budget if self.options.think else 0

@@ -13,6 +13,7 @@ import yaml
 from jsonschema.validators import validator_for
 
 from mcp_sim.errors import SpecError
+from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_scenarios
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 # MCP's tool-name rule (SEP-986): 1-128 of letters, digits, '_', '-', '.'.
@@ -28,6 +29,8 @@ class Example:
     arguments: dict[str, Any]
     result: Any  # an object for tools with an outputSchema, else a string
     is_error: bool = False
+    # Shown only in worlds of this scenario (None: in every scenario).
+    scenario: str | None = None
 
 
 @dataclass
@@ -57,6 +60,18 @@ class SpecSet:
     tools: list[ToolSpec]
     world_description: str | None = None
     world_data: Any = None
+    scenarios: dict[str, Scenario] = field(default_factory=dict)
+    # The scenario a new world of this file starts from unless it asks for another.
+    default_scenario: str = DEFAULT_SCENARIO
+
+    def world_state(self, scenario: str) -> tuple[str | None, Any]:
+        """The world's description and seed data in `scenario` (the default one when this file lacks it)."""
+        chosen = self.scenarios.get(scenario)
+        if chosen is None:
+            return self.world_description, self.world_data
+        description = "\n\n".join(part.strip() for part in (self.world_description, chosen.description) if part)
+        data = self.world_data if chosen.data_patch is None else merge_patch(self.world_data, chosen.data_patch)
+        return description or None, data
 
 
 @dataclass
@@ -68,6 +83,16 @@ class Catalog:
     @property
     def tools(self) -> dict[str, ToolSpec]:
         return {tool.name: tool for spec_set in self.spec_sets for tool in spec_set.tools}
+
+    def scenarios(self) -> set[str]:
+        """Every scenario a world may start from: the default one and those any spec file names."""
+        return {DEFAULT_SCENARIO, *(name for spec_set in self.spec_sets for name in spec_set.scenarios)}
+
+    @property
+    def default_scenario(self) -> str:
+        """The scenario the spec files name as their default (the first that names one), else `default`."""
+        named = [s.default_scenario for s in self.spec_sets if s.default_scenario != DEFAULT_SCENARIO]
+        return named[0] if named else DEFAULT_SCENARIO
 
 
 def load_catalog(paths: list[str | Path]) -> Catalog:
@@ -124,12 +149,11 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
             problems.append(f"{path}: the file is empty; expected a tools/list result, a list of tools or one tool")
         return None
     source = str(path)
-    world_description: str | None = None
-    world_data: Any = None
+    world: tuple[str | None, Any, dict[str, Scenario], str] = (None, None, {}, DEFAULT_SCENARIO)
     if isinstance(document, dict) and "tools" in document:
         for key in sorted(set(document) - FILE_FIELDS):
             problems.append(f"{source}: unknown top-level field {key!r} (allowed: {', '.join(sorted(FILE_FIELDS))})")
-        world_description, world_data = _parse_world(document.get("world"), source, problems)
+        world = _parse_world(document.get("world"), source, problems)
         _check_server(document.get("server"), source, problems)
         raw_tools = document["tools"]
         pointer = "/tools"
@@ -143,7 +167,7 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     if not isinstance(raw_tools, list):
         problems.append(f"{source}#{pointer}: 'tools' must be a list")
         return None
-    spec_set = SpecSet(source, [], world_description, world_data)
+    spec_set = SpecSet(source, [], *world)
     for index, raw in enumerate(raw_tools):
         where = f"{source}#{pointer}/{index}" if pointer is not None else f"{source}#"
         tool = _parse_tool(raw, where, problems)
@@ -154,27 +178,35 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     return spec_set
 
 
-def _parse_world(raw: Any, source: str, problems: list[str]) -> tuple[str | None, Any]:
-    if raw is None:
-        return None, None
-    if isinstance(raw, str):
-        return raw, None
-    if isinstance(raw, dict):
-        unknown = set(raw) - {"description", "data"}
-        if unknown:
-            problems.append(f"{source}#/world: unknown field(s) {sorted(unknown)}; use 'description' and 'data'")
-        description = raw.get("description")
-        if description is not None and not isinstance(description, str):
-            problems.append(f"{source}#/world/description: must be text")
-            description = None
-        data = raw.get("data")
-        try:
-            json.dumps(data)
-        except (TypeError, ValueError):
-            problems.append(f"{source}#/world/data: must be JSON data (objects, arrays, strings, numbers)")
-        return description, data
-    problems.append(f"{source}#/world: must be text or a mapping with 'description' and 'data'")
-    return None, None
+WORLD_FIELDS = {"description", "data", "scenarios", "default_scenario"}
+
+
+def _parse_world(raw: Any, source: str,
+                 problems: list[str]) -> tuple[str | None, Any, dict[str, Scenario], str]:
+    """`world`: text, or {description, data, scenarios, default_scenario}."""
+    if raw is None or isinstance(raw, str):
+        return raw, None, {}, DEFAULT_SCENARIO
+    if not isinstance(raw, dict):
+        problems.append(f"{source}#/world: must be text or a mapping with 'description' and 'data'")
+        return None, None, {}, DEFAULT_SCENARIO
+    unknown = set(raw) - WORLD_FIELDS
+    if unknown:
+        problems.append(f"{source}#/world: unknown field(s) {sorted(unknown)}; use {', '.join(sorted(WORLD_FIELDS))}")
+    description = raw.get("description")
+    if description is not None and not isinstance(description, str):
+        problems.append(f"{source}#/world/description: must be text")
+        description = None
+    data = raw.get("data")
+    try:
+        json.dumps(data)
+    except (TypeError, ValueError):
+        problems.append(f"{source}#/world/data: must be JSON data (objects, arrays, strings, numbers)")
+    scenarios = parse_scenarios(raw.get("scenarios"), f"{source}#/world/scenarios", problems)
+    default = raw.get("default_scenario", DEFAULT_SCENARIO)
+    if default != DEFAULT_SCENARIO and default not in scenarios:
+        problems.append(f"{source}#/world/default_scenario: {default!r} is not one of world.scenarios")
+        default = DEFAULT_SCENARIO
+    return description, data, scenarios, default
 
 
 def _check_server(raw: Any, source: str, problems: list[str]) -> None:
@@ -265,6 +297,9 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
         if not isinstance(item, dict) or "arguments" not in item or "result" not in item:
             problems.append(f"{where}: each example needs 'arguments' and 'result'")
             continue
+        scenario = item.get("scenario")
+        if scenario is not None and not isinstance(scenario, str):
+            problems.append(f"{where}/scenario: must be a scenario name")
         is_error = bool(item.get("isError", False))
         _validate_instance(item["arguments"], input_schema, f"{where}/arguments", problems)
         if is_error:
@@ -274,7 +309,7 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
             _validate_instance(item["result"], output_schema, f"{where}/result", problems)
         elif not isinstance(item["result"], str):
             problems.append(f"{where}/result: this tool has no outputSchema, so its result must be text")
-        examples.append(Example(item["arguments"], item["result"], is_error))
+        examples.append(Example(item["arguments"], item["result"], is_error, scenario))
     return examples
 
 

@@ -73,8 +73,8 @@ def test_agentworld_prompt_with_thinking_answers_within_the_schema(model_path: P
     simulator = Simulator(catalog, LlamaEngine(model_path, n_ctx=4096),
                           SimOptions(max_tokens=160, prompt_style="agentworld", think=True, think_budget=16,
                                      expose_prompt=True))
-    first = simulator.simulate("get_weather", {"city": "Lisbon"}, session_id="s")
-    second = simulator.simulate("get_weather", {"city": "Porto"}, session_id="s")
+    first = simulator.simulate("get_weather", {"city": "Lisbon"}, world="s")
+    second = simulator.simulate("get_weather", {"city": "Porto"}, world="s")
     for result in (first, second):
         assert not result.is_error, result.text
         jsonschema.validate(result.structured, catalog.tools["get_weather"].output_schema)

@@ -1,4 +1,4 @@
-"""`--parallel N`: several model instances answer calls of different sessions side by side."""
+"""`--parallel N`: several model instances answer calls of different worlds side by side."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_two_instances_answer_two_sessions_at_the_same_time(model_path: Path) ->
         def on_progress(tokens: int, budget: int) -> None:
             token_times[session].append(time.monotonic())
 
-        results[session] = simulator.simulate("get_weather", {"city": city}, session_id=session,
+        results[session] = simulator.simulate("get_weather", {"city": city}, world=session,
                                               on_progress=on_progress)
 
     threads = [threading.Thread(target=call, args=args) for args in (("north", "Oslo"), ("south", "Lima"))]
@@ -44,5 +44,5 @@ def test_two_instances_answer_two_sessions_at_the_same_time(model_path: Path) ->
     assert north and south
     assert max(north[0], south[0]) < min(north[-1], south[-1])
     # And each ran on its own instance, which now holds that session's state.
-    assert {r.meta[META_KEY]["session"] for r in results.values()} == {"north", "south"}
+    assert {r.meta[META_KEY]["world"] for r in results.values()} == {"north", "south"}
     pool.close()

@@ -22,7 +22,7 @@ def run_interleaved(simulator: Simulator, cold: bool) -> list[tuple[str, int, st
                 assert isinstance(engine, LlamaEngine)
                 engine._llama.reset()  # noqa: SLF001
             result = simulator.simulate("write_file", {"path": f"/{session}/{step}.txt", "content": f"{session}!"},
-                                        session_id=session)
+                                        world=session)
             assert not result.is_error, result.text
             answers.append((session, result.meta[META_KEY]["evaluated_tokens"], result.text))
     return answers

@@ -77,3 +77,29 @@ async def test_a_cancelled_waiter_leaves_the_line_and_slots_are_not_lost() -> No
     async with scheduler.slot("later"):
         assert scheduler.busy == 1
     assert scheduler.busy == 0
+
+
+async def test_a_world_never_has_two_calls_admitted_at_once_and_keeps_their_order() -> None:
+    scheduler = FairScheduler(slots=3)
+    inside: set[str] = set()
+    overlaps: list[str] = []
+    order: list[str] = []
+
+    async def call(world: str, tag: str) -> None:
+        async with scheduler.slot(world):
+            if world in inside:
+                overlaps.append(tag)
+            inside.add(world)
+            order.append(tag)
+            await anyio.sleep(0.01)
+            inside.discard(world)
+
+    async with anyio.create_task_group() as group:
+        for index in range(5):
+            group.start_soon(call, "busy-world", f"busy-{index}")
+            await anyio.wait_all_tasks_blocked()
+        group.start_soon(call, "other", "other-0")
+    assert overlaps == []
+    assert [tag for tag in order if tag.startswith("busy")] == [f"busy-{i}" for i in range(5)]
+    # The other world did not wait behind the busy one: it had a free slot.
+    assert order.index("other-0") <= 1

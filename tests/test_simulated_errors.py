@@ -19,10 +19,10 @@ def test_a_structured_failure_becomes_an_is_error_result_and_stays_in_the_histor
     catalog = load_catalog([SPECS])
     engine = ScriptedEngine(MISSING, json.dumps({"found": False}))
     sim = Simulator(catalog, engine, SimOptions(simulate_errors=True))
-    failed = sim.simulate("get_customer", {"customer_id": "C-9999"}, session_id="E")
+    failed = sim.simulate("get_customer", {"customer_id": "C-9999"}, world="E")
     assert failed.is_error and failed.text == "customer C-9999 not found" and failed.structured is None
     assert failed.meta[META_KEY]["simulated_error"] is True and failed.meta[META_KEY]["attempts"] == 1
-    sim.simulate("get_customer", {"customer_id": "C-9999"}, session_id="E")
+    sim.simulate("get_customer", {"customer_id": "C-9999"}, world="E")
     assert engine.requests[1].messages[2].content == MISSING  # the next call sees the failure
     # The grammar offers the failure shape beside the tool's own, and the prompt says when to use it.
     grammar = engine.requests[0].json_schema
@@ -57,7 +57,7 @@ def test_the_real_model_answers_within_the_grammar_with_its_failure_branch(model
     assert schema is not None
     outcomes = []
     for customer in ("C-4242", "C-1001", "C-0000"):
-        result = sim.simulate("get_customer", {"customer_id": customer}, session_id=customer)
+        result = sim.simulate("get_customer", {"customer_id": customer}, world=customer)
         meta = result.meta[META_KEY]
         assert meta.get("stage") is None, result.text  # the answer always fits one branch of the grammar
         # The label and the shape agree: a failure carries a message and no structured content; a success
@@ -69,5 +69,5 @@ def test_the_real_model_answers_within_the_grammar_with_its_failure_branch(model
         outcomes.append(result.text)
     # Greedy decoding is deterministic: a fresh engine gives the same three outcomes.
     fresh = Simulator(catalog, LlamaEngine(model_path, n_ctx=8192, n_threads=2), options)
-    assert outcomes == [fresh.simulate("get_customer", {"customer_id": c}, session_id=c).text
+    assert outcomes == [fresh.simulate("get_customer", {"customer_id": c}, world=c).text
                         for c in ("C-4242", "C-1001", "C-0000")]

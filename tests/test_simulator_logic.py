@@ -105,10 +105,10 @@ def test_text_tools_answer_plain_text_without_a_grammar(catalog: Catalog) -> Non
 def test_call_n_sees_calls_1_to_n_minus_1_of_its_session_only(catalog: Catalog) -> None:
     answers = [json.dumps({"path": f"/f{i}", "size": 1, "created": True}) for i in range(4)]
     sim, engine = simulator(catalog, *answers)
-    sim.simulate("write_file", {"path": "/a-1", "content": "A1"}, session_id="A")
-    sim.simulate("write_file", {"path": "/b-1", "content": "B1"}, session_id="B")
-    sim.simulate("write_file", {"path": "/a-2", "content": "A2"}, session_id="A")
-    sim.simulate("write_file", {"path": "/a-3", "content": "A3"}, session_id="A")
+    sim.simulate("write_file", {"path": "/a-1", "content": "A1"}, world="A")
+    sim.simulate("write_file", {"path": "/b-1", "content": "B1"}, world="B")
+    sim.simulate("write_file", {"path": "/a-2", "content": "A2"}, world="A")
+    sim.simulate("write_file", {"path": "/a-3", "content": "A3"}, world="A")
     last = engine.requests[-1].messages
     prompt = "\n".join(m.content for m in last[1:])
     assert [m.role for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
@@ -119,8 +119,8 @@ def test_call_n_sees_calls_1_to_n_minus_1_of_its_session_only(catalog: Catalog) 
 
 def test_histories_are_kept_per_world(catalog: Catalog) -> None:
     sim, engine = simulator(catalog, WEATHER_OK, json.dumps({"path": "/x", "size": 1, "created": True}))
-    sim.simulate("get_weather", {"city": "Oslo"}, session_id="S")
-    sim.simulate("write_file", {"path": "/x", "content": "x"}, session_id="S")
+    sim.simulate("get_weather", {"city": "Oslo"}, world="S")
+    sim.simulate("write_file", {"path": "/x", "content": "x"}, world="S")
     files_prompt = engine.requests[-1].messages
     assert len(files_prompt) == 2 and "Oslo" not in files_prompt[1].content
     assert "write_file" in files_prompt[0].content and "get_weather" not in files_prompt[0].content
@@ -131,16 +131,19 @@ def test_oldest_turns_are_dropped_to_fit_the_context_never_the_system(catalog: C
     answer = json.dumps({"path": "/p", "size": 1, "created": True})
     sim, engine = simulator(catalog, *[answer] * 12, max_tokens=100)
     system_tokens = engine.count_tokens(sim._fit_to_context(catalog.tools["write_file"].spec_set,  # noqa: SLF001
-                                                            sim.sessions.get("probe"), "{}"))
+                                                            sim.worlds.get("probe"), "{}")[0])
     engine._context_size = system_tokens + 100 + 200  # room for the system prompt and a few turns
     with caplog.at_level(logging.WARNING):
         for index in range(12):
-            sim.simulate("write_file", {"path": f"/turn-{index}", "content": "z" * 40}, session_id="T")
+            sim.simulate("write_file", {"path": f"/turn-{index}", "content": "z" * 40}, world="T")
     last = engine.requests[-1].messages
     assert last[0].role == "system" and "write_file" in last[0].content
     assert "/turn-11" in last[-1].content and "/turn-0\"" not in "".join(m.content for m in last)
     assert engine.count_tokens(last) <= engine.context_size - 100
-    assert "dropped the" in caplog.text and "oldest turn" in caplog.text
+    assert "left the" in caplog.text and "oldest turn" in caplog.text
+    world = sim.worlds.get("T")
+    assert world.all_turns() == 12  # the history keeps every call; only prompts leave the oldest out
+    assert sum(world.dropped.values()) == 11 - (len(last) - 2) // 2  # the last prompt held the rest
 
 
 def test_progress_counts_tokens_against_the_budget(catalog: Catalog) -> None:
@@ -153,14 +156,16 @@ def test_progress_counts_tokens_against_the_budget(catalog: Catalog) -> None:
 def test_cancelled_generation_is_reported_and_not_recorded(catalog: Catalog) -> None:
     sim, _ = simulator(catalog, ("partial", "cancelled"))
     cancel = threading.Event()
-    result = sim.simulate("tail_logs", {"service": "api", "lines": 1}, session_id="C", cancel=cancel)
+    result = sim.simulate("tail_logs", {"service": "api", "lines": 1}, world="C", cancel=cancel)
     assert result.is_error and "cancelled" in result.text
-    assert sim.sessions.get("C").history(catalog.tools["tail_logs"].source) == []
+    assert sim.worlds.get("C").history(catalog.tools["tail_logs"].source) == []
 
 
-def test_sessions_are_evicted_least_recently_used() -> None:
-    from mcp_sim.sessions import SessionStore
+def test_worlds_are_evicted_least_recently_used(caplog: pytest.LogCaptureFixture) -> None:
+    from mcp_sim.worlds import Worlds
 
-    store = SessionStore(max_sessions=2)
-    store.get("a"), store.get("b"), store.get("a"), store.get("c")
-    assert len(store) == 2 and "b" not in store._sessions  # noqa: SLF001
+    worlds = Worlds(max_worlds=2)
+    with caplog.at_level(logging.WARNING):
+        worlds.get("a"), worlds.get("b"), worlds.get("a"), worlds.get("c")
+    assert worlds.names() == ["a", "c"]
+    assert "dropped the least recently used one, 'b'" in caplog.text

@@ -37,7 +37,7 @@ def test_every_shipped_tool_gets_a_schema_valid_answer_from_the_real_model(engin
     assert {name for name, _ in CALLS} == set(catalog.tools), "add a call for every shipped tool"
     sim = Simulator(catalog, engine, SimOptions(max_tokens=384))
     for name, arguments in CALLS:
-        result = sim.simulate(name, arguments, session_id="every-tool")
+        result = sim.simulate(name, arguments, world="every-tool")
         tool = catalog.tools[name]
         assert not result.is_error, f"{name}: {result.text}"
         meta = result.meta[META_KEY]
@@ -55,7 +55,7 @@ def test_regression_create_ticket_does_not_loop_at_temperature_zero(engine: Llam
     catalog = load_catalog([SPECS])
     sim = Simulator(catalog, engine, SimOptions(temperature=0.0, max_tokens=256, attempts=1))
     result = sim.simulate("create_ticket", {"customer_id": "C-1003", "subject": "Refund", "priority": "low"},
-                          session_id="loop")
+                          world="loop")
     assert not result.is_error, result.text
     assert result.meta[META_KEY]["completion_tokens"] < 256
 
@@ -63,7 +63,7 @@ def test_regression_create_ticket_does_not_loop_at_temperature_zero(engine: Llam
 def test_the_cached_prefix_is_reused_within_a_session(engine: LlamaEngine) -> None:
     catalog = load_catalog([SPECS])
     sim = Simulator(catalog, engine, SimOptions(max_tokens=128))
-    first = sim.simulate("get_weather", {"city": "Bergen"}, session_id="prefix").meta[META_KEY]
-    second = sim.simulate("get_weather", {"city": "Tromso"}, session_id="prefix").meta[META_KEY]
+    first = sim.simulate("get_weather", {"city": "Bergen"}, world="prefix").meta[META_KEY]
+    second = sim.simulate("get_weather", {"city": "Tromso"}, world="prefix").meta[META_KEY]
     assert second["history_turns"] == 1
     assert second["evaluated_tokens"] < first["prompt_tokens"] / 4

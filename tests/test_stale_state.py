@@ -35,7 +35,7 @@ def greedy_simulator(model_path: Path) -> Simulator:
 @pytest.fixture(scope="module")
 def fresh_answer(model_path: Path) -> str:
     """The repeated call answered by a fresh engine, first thing: the reference."""
-    result = greedy_simulator(model_path).simulate(*REPEATED, session_id="fresh")
+    result = greedy_simulator(model_path).simulate(*REPEATED, world="fresh")
     assert not result.is_error, result.text
     return result.text
 
@@ -44,9 +44,9 @@ def test_a_second_session_after_a_long_first_one_answers_as_a_fresh_process(mode
                                                                              fresh_answer: str) -> None:
     simulator = greedy_simulator(model_path)
     for name, arguments in FIRST_SESSION:
-        simulator.simulate(name, arguments, session_id="first")
-    second = simulator.simulate(*REPEATED, session_id="second")
-    third = simulator.simulate(*REPEATED, session_id="third")
+        simulator.simulate(name, arguments, world="first")
+    second = simulator.simulate(*REPEATED, world="second")
+    third = simulator.simulate(*REPEATED, world="third")
     for result in (second, third):
         assert not result.is_error, result.text
         assert result.meta[META_KEY]["completion_tokens"] > 3
@@ -59,11 +59,11 @@ def test_a_session_resumed_from_a_snapshot_answers_as_it_would_alone(model_path:
     alone = greedy_simulator(model_path)
     interleaved = greedy_simulator(model_path)
     follow_up = ("get_service_status", {"service": "worker"})
-    alone.simulate(*REPEATED, session_id="a")
-    expected = alone.simulate(*follow_up, session_id="a")
-    interleaved.simulate(*REPEATED, session_id="a")
-    interleaved.simulate(*FIRST_SESSION[4], session_id="b")  # parks a's state in the snapshot cache
-    resumed = interleaved.simulate(*follow_up, session_id="a")  # restores it
+    alone.simulate(*REPEATED, world="a")
+    expected = alone.simulate(*follow_up, world="a")
+    interleaved.simulate(*REPEATED, world="a")
+    interleaved.simulate(*FIRST_SESSION[4], world="b")  # parks a's state in the snapshot cache
+    resumed = interleaved.simulate(*follow_up, world="a")  # restores it
     assert not resumed.is_error, resumed.text
     assert resumed.text == expected.text
     assert resumed.meta[META_KEY]["evaluated_tokens"] < resumed.meta[META_KEY]["prompt_tokens"] / 3

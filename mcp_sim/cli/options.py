@@ -6,6 +6,7 @@ import functools
 import logging
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -16,6 +17,7 @@ from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
     from mcp_sim.simulator import Simulator
+    from mcp_sim.worlds import Worlds
 
 logger = logging.getLogger("mcp_sim")
 
@@ -84,13 +86,43 @@ def engine_options(command: Command) -> Command:
     return command
 
 
-def build_simulator(catalog: Catalog, **engine: Any) -> Simulator:
+def world_options(command: Command) -> Command:
+    """The options that decide where worlds start from and where they are kept."""
+    options = [
+        click.option("--scenario", default=None,
+                     help="The scenario new worlds start from (default: the specs' default_scenario, else "
+                          "'default'). A client may pick another per world: ?world=NAME&scenario=S."),
+        click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Keep worlds in DIR/worlds.sqlite3, so a restarted server continues every world "
+                          "(default: in memory, for the server's lifetime)."),
+        click.option("--max-worlds", type=click.IntRange(1), default=defaults.MAX_WORLDS, show_default=True,
+                     help="Most worlds kept; past it the least recently used world is dropped."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None, max_worlds: int) -> Worlds:
+    """The worlds of a server over CATALOG; an unknown --scenario or an unusable --state-dir fails here."""
+    from mcp_sim.worlds import Worlds
+    from mcp_sim.worlds.store import open_store
+    from mcp_sim.worlds.world import WorldError
+
+    default = scenario or catalog.default_scenario
+    if default not in catalog.scenarios():
+        raise WorldError(f"--scenario {default!r} is not defined by any spec; they define: "
+                         f"{', '.join(sorted(catalog.scenarios()))}")
+    return Worlds(catalog.scenarios, default, max_worlds, open_store(state_dir))
+
+
+def build_simulator(catalog: Catalog, worlds: Worlds | None = None, **engine: Any) -> Simulator:
     """A simulator over CATALOG with the engine the options describe, its model loaded."""
     from mcp_sim.models.settings import EngineSettings, prepare
     from mcp_sim.simulator import Simulator
 
     prepared = prepare(EngineSettings(**engine))
-    simulator = Simulator(catalog, prepared.engine, prepared.options)
+    simulator = Simulator(catalog, prepared.engine, prepared.options, worlds)
     for tool, reason in simulator.grammar_fallbacks().items():
         logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are still "
                        "validated after decoding and retried", tool, reason)

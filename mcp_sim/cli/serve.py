@@ -11,9 +11,11 @@ import anyio
 import click
 
 from mcp_sim import defaults
-from mcp_sim.cli.options import build_simulator, engine_options, handle_errors, logger
+from mcp_sim.cli.options import build_simulator, build_worlds, engine_options, handle_errors, logger, world_options
 from mcp_sim.errors import McpSimError
 from mcp_sim.specs import load_catalog
+from mcp_sim.worlds.routing import SCOPES
+from mcp_sim.worlds.world import DEFAULT_WORLD
 
 
 @click.command()
@@ -24,25 +26,37 @@ from mcp_sim.specs import load_catalog
 @click.option("--path", "http_path", default=defaults.HTTP_PATH, show_default=True)
 @click.option("--max-queue", type=click.IntRange(1), default=defaults.MAX_QUEUE, show_default=True,
               help="Calls that may wait for the model; more get a 'busy' error result.")
+@click.option("--world-scope", type=click.Choice(SCOPES), default="session", show_default=True,
+              help="session: each 2025-11-25 HTTP session keeps a world of its own; server: every call that "
+                   "names no world (?world=NAME) shares the default world.")
+@click.option("--expose-world", is_flag=True,
+              help="Publish the caller's world (scenario and history) as the MCP resource sim://world.")
+@world_options
 @engine_options
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
+          world_scope: str, expose_world: bool, scenario: str | None, state_dir: Path | None, max_worlds: int,
           **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
+    from mcp_sim.admin import admin_routes
     from mcp_sim.scheduler import FairScheduler
     from mcp_sim.server import create_server, serve_http, serve_stdio
 
-    simulator = build_simulator(load_catalog(list(specs)), **engine)
+    catalog = load_catalog(list(specs))
+    worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
+    simulator = build_simulator(catalog, worlds, **engine)
     scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
-    logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(simulator.catalog.tools),
+    server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world)
+    logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),
                    simulator.engine.name, transport)
     try:
         if transport == "stdio":
-            anyio.run(serve_stdio, create_server(simulator, default_session="stdio", scheduler=scheduler))
+            anyio.run(serve_stdio, server)
         else:
-            anyio.run(serve_http, create_server(simulator, scheduler=scheduler), host, port, http_path)
+            anyio.run(serve_http, server, host, port, http_path, admin_routes(worlds))
     finally:
         simulator.engine.close()
+        worlds.close()
 
 
 @click.command()
@@ -50,9 +64,13 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
 @click.option("--tool", "tool_name", required=True, help="The tool to call.")
 @click.option("--args", "arguments", default="{}", show_default=True,
               help="The arguments as a JSON object, or - to read them from stdin.")
+@click.option("--world", default=DEFAULT_WORLD, show_default=True,
+              help="The world to answer in; with --state-dir, successive calls continue it.")
+@world_options
 @engine_options
 @handle_errors
-def call(specs: tuple[str, ...], tool_name: str, arguments: str, **engine: Any) -> None:
+def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, scenario: str | None,
+         state_dir: Path | None, max_worlds: int, **engine: Any) -> None:
     """Simulate one call and print the result as a client receives it."""
     from mcp_sim.server import to_call_tool_result
     from mcp_sim.simulator import UnknownToolError
@@ -62,14 +80,17 @@ def call(specs: tuple[str, ...], tool_name: str, arguments: str, **engine: Any) 
         parsed = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
-    simulator = build_simulator(load_catalog(list(specs)), **engine)
+    catalog = load_catalog(list(specs))
+    worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
+    simulator = build_simulator(catalog, worlds, **engine)
     try:
-        result = simulator.simulate(tool_name, parsed, session_id="cli")
+        result = simulator.simulate(tool_name, parsed, world)
     except UnknownToolError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     finally:
         simulator.engine.close()
+        worlds.close()
     payload = to_call_tool_result(result).model_dump(by_alias=True, exclude_none=True, mode="json")
     payload.pop("resultType", None)
     click.echo(json.dumps(payload, indent=2, ensure_ascii=False))

@@ -37,6 +37,8 @@ class GenerationRequest:
     # Names the conversation this prompt continues (a session's history in one world). Engines that keep
     # model state between calls use it to resume from where that conversation left off.
     cache_key: str | None = None
+    # Conversations whose saved state may be a prefix of this one (a forked world's origin).
+    related_cache_keys: list[str] = field(default_factory=list)
     # Set by the caller to stop generation between tokens.
     cancel: threading.Event = field(default_factory=threading.Event)
 

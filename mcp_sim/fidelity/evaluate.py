@@ -10,6 +10,7 @@ Two modes, as the AgentWorld evaluations run them:
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,7 @@ class Responder(Protocol):
 
 
 class SimulatorResponder:
-    """Answers with a Simulator; its per-session history gives closed-loop behaviour for free."""
+    """Answers with a Simulator; one world per replayed session gives closed-loop behaviour for free."""
 
     def __init__(self, simulator: Simulator):
         self.simulator = simulator
@@ -66,7 +67,12 @@ class SimulatorResponder:
         real = Observation.from_wire(record.result)
         action = render_action(record.tool, record.arguments)
         turn = Turn(action, render_observation(real.structured, real.text))
-        self.simulator.sessions.get(session_id).record(tool.spec_set.source, turn)
+        worlds = self.simulator.worlds
+        worlds.record(worlds.get(session_id), tool.spec_set.source, turn)
+
+
+# Recorded session names become world names, which allow fewer characters.
+_WORLD_UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")
 
 
 class Judge(Protocol):
@@ -103,7 +109,7 @@ def evaluate(records: Sequence[TraceRecord], responder: Responder, tools: Mappin
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         for name, steps in sessions(records).items():
             for index, record in enumerate(steps):
-                session_id = f"{run}:{mode}:{name}"
+                session_id = f"{run}:{mode}:{_WORLD_UNSAFE.sub('-', name)}"
                 if mode == "forced":
                     # A fresh session per step, seeded with the real history up to this step.
                     session_id += f":{index}"

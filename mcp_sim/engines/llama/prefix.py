@@ -43,7 +43,9 @@ class PrefixCache:
         checkpoints = self._checkpoints(request, tokens)
         conversation = conversation_key(request.cache_key)
         self._park_live_state(conversation)
-        self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else []))
+        related = [conversation_key(key) for key in request.related_cache_keys]
+        self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else [])
+                     + [key for key in related if key])
         self._live_key = conversation
         return self._prefill(tokens, checkpoints, request.cancel)
 

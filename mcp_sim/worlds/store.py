@@ -1,0 +1,151 @@
+"""Where worlds are kept between calls: memory only, or SQLite so a restarted server continues them.
+
+The simulator talks to `WorldStore` alone, so a shared store (Postgres, Redis) for several mcp-sim
+instances behind a load balancer can replace SQLite without touching it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Protocol
+
+from mcp_sim.prompt import Turn
+from mcp_sim.worlds.world import World, WorldError
+
+SCHEMA_VERSION = 1
+# PRAGMA application_id: tells our database from any other SQLite file ("MSIW").
+APPLICATION_ID = 0x4D534957
+DATABASE_NAME = "worlds.sqlite3"
+
+
+class WorldStore(Protocol):
+    def load(self, name: str) -> World | None: ...
+
+    def save(self, world: World) -> None:
+        """Write the world's header (scenario, counters, dropped turns, origin)."""
+        ...
+
+    def append(self, world: World, source: str, turn: Turn) -> None:
+        """Write one answered call, durably, before it is reported as answered."""
+        ...
+
+    def delete(self, name: str) -> None: ...
+
+    def names(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryStore:
+    """Keeps nothing beyond the process: worlds live as long as the server."""
+
+    def load(self, name: str) -> World | None:
+        return None
+
+    def save(self, world: World) -> None:
+        pass
+
+    def append(self, world: World, source: str, turn: Turn) -> None:
+        pass
+
+    def delete(self, name: str) -> None:
+        pass
+
+    def names(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class SqliteStore:
+    """Worlds in `DIR/worlds.sqlite3` (WAL): every answered call is committed before its result is sent."""
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / DATABASE_NAME
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # One connection shared by the server's worker threads, serialized by a lock: writes are small.
+            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._setup()
+        except (OSError, sqlite3.Error) as exc:
+            raise WorldError(f"cannot keep worlds in {self.path}: {exc}. Pass a writable directory to "
+                             "--state-dir, or leave it out to keep worlds in memory") from None
+        self._lock = threading.Lock()
+
+    def _setup(self) -> None:
+        db = self._db
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and application_id != APPLICATION_ID:
+            raise sqlite3.DatabaseError("it is a SQLite database of another program")
+        # WAL with synchronous=FULL: a committed call survives a crash of the process or of the machine.
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        db.executescript("""
+            CREATE TABLE IF NOT EXISTS worlds (
+                name TEXT PRIMARY KEY, scenario TEXT NOT NULL, calls INTEGER NOT NULL, dropped TEXT NOT NULL,
+                forked_from TEXT, created REAL NOT NULL, used REAL NOT NULL);
+            CREATE TABLE IF NOT EXISTS turns (
+                world TEXT NOT NULL, source TEXT NOT NULL, seq INTEGER NOT NULL, action TEXT NOT NULL,
+                observation TEXT NOT NULL, PRIMARY KEY (world, source, seq));
+        """)
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise sqlite3.DatabaseError(f"its schema version {version} is not {SCHEMA_VERSION}")
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def load(self, name: str) -> World | None:
+        with self._lock:
+            row = self._db.execute("SELECT scenario, calls, dropped, forked_from, created FROM worlds WHERE name=?",
+                                   (name,)).fetchone()
+            if row is None:
+                return None
+            world = World(name, row[0], calls=row[1], dropped=json.loads(row[2]), forked_from=row[3],
+                          created=row[4])
+            for source, action, observation in self._db.execute(
+                    "SELECT source, action, observation FROM turns WHERE world=? ORDER BY source, seq", (name,)):
+                world.turns.setdefault(source, []).append(Turn(action, observation))
+        return world
+
+    def save(self, world: World) -> None:
+        with self._lock, self._db:
+            self._save(world)
+            self._db.execute("DELETE FROM turns WHERE world=?", (world.name,))
+            self._db.executemany(
+                "INSERT INTO turns VALUES (?, ?, ?, ?, ?)",
+                [(world.name, source, seq, turn.action, turn.observation)
+                 for source, turns in world.turns.items() for seq, turn in enumerate(turns)])
+
+    def append(self, world: World, source: str, turn: Turn) -> None:
+        with self._lock, self._db:
+            self._save(world)
+            self._db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?)",
+                             (world.name, source, len(world.turns[source]) - 1, turn.action, turn.observation))
+
+    def _save(self, world: World) -> None:
+        self._db.execute("INSERT OR REPLACE INTO worlds VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (world.name, world.scenario, world.calls, json.dumps(world.dropped), world.forked_from,
+                          world.created, time.time()))
+
+    def delete(self, name: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM turns WHERE world=?", (name,))
+            self._db.execute("DELETE FROM worlds WHERE name=?", (name,))
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return [row[0] for row in self._db.execute("SELECT name FROM worlds ORDER BY used")]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def open_store(state_dir: Path | None) -> WorldStore:
+    return SqliteStore(state_dir) if state_dir is not None else MemoryStore()
