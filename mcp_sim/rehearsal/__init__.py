@@ -1,0 +1,1 @@
+"""Repeatable rehearsals: fixtures, cassettes of real traces and a response cache answer before the model."""
