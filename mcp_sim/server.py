@@ -155,7 +155,8 @@ async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: 
 
 
 def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
+    content: list[types.ContentBlock] = [] if result.no_content else [types.TextContent(type="text", text=result.text)]
+    return types.CallToolResult(content=content,
                                 structured_content=result.structured, is_error=result.is_error,
                                 _meta=result.meta)
 

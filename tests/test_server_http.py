@@ -56,12 +56,13 @@ async def test_two_sessions_at_once_keep_their_own_history(http_server: str) -> 
             assert f"/{other}/" not in prompt, "a session saw another session's history"
 
 
-async def test_stateless_clients_keep_history_with_an_explicit_session_key(http_server: str) -> None:
+async def test_stateless_clients_keep_history_with_an_explicit_world_key(http_server: str) -> None:
     async with Client(http_server, read_timeout_seconds=300) as client:  # 2026-07-28: no transport session
-        meta = {"mcp-sim/session": "explicit-key"}
+        meta = {"mcp-sim/session": "explicit-key"}  # the older name of mcp-sim/world, still honoured
         first = await client.call_tool("get_weather", {"city": "Nairobi"}, meta=meta)
         second = await client.call_tool("get_weather", {"city": "Lagos"}, meta=meta)
         anonymous = await client.call_tool("get_weather", {"city": "Accra"})
-    assert first.meta[META_KEY]["history_turns"] == 0
+    assert first.meta[META_KEY]["history_turns"] == 0 and first.meta[META_KEY]["world"] == "explicit-key"
     assert second.meta[META_KEY]["history_turns"] == 1 and "Nairobi" in prompt_of(second)
-    assert anonymous.meta[META_KEY]["history_turns"] == 0 and "Nairobi" not in prompt_of(anonymous)
+    # A call that names no world is answered in the server's default world, which never saw the others.
+    assert anonymous.meta[META_KEY]["world"] == "default" and "Nairobi" not in prompt_of(anonymous)

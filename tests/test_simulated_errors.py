@@ -52,7 +52,7 @@ def test_the_real_model_answers_within_the_grammar_with_its_failure_branch(model
     options = SimOptions(simulate_errors=True, max_tokens=256, temperature=0.0, attempts=1)
     sim = Simulator(catalog, engine, options)
     for tool in catalog.tools.values():  # every grammar, failure branch included, parses in llama.cpp
-        assert engine.schema_support(sim._grammar_schema(tool)[0]) is None  # noqa: SLF001
+        assert engine.schema_support(sim.model.grammar_schema(tool)[0]) is None
     schema = catalog.tools["get_customer"].output_schema
     assert schema is not None
     outcomes = []

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from mcp_sim.engines.base import ChatMessage
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator, UnknownToolError
 from mcp_sim.specs import Catalog, load_catalog
 from tests.conftest import SPECS
@@ -130,8 +131,9 @@ def test_oldest_turns_are_dropped_to_fit_the_context_never_the_system(catalog: C
                                                                        caplog: pytest.LogCaptureFixture) -> None:
     answer = json.dumps({"path": "/p", "size": 1, "created": True})
     sim, engine = simulator(catalog, *[answer] * 12, max_tokens=100)
-    system_tokens = engine.count_tokens(sim._fit_to_context(catalog.tools["write_file"].spec_set,  # noqa: SLF001
-                                                            sim.worlds.get("probe"), "{}")[0])
+    tool = catalog.tools["write_file"]
+    assert tool.spec_set is not None
+    system_tokens = engine.count_tokens([ChatMessage("system", sim.system_prompt(tool.spec_set, "default"))])
     engine._context_size = system_tokens + 100 + 200  # room for the system prompt and a few turns
     with caplog.at_level(logging.WARNING):
         for index in range(12):

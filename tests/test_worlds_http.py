@@ -121,7 +121,8 @@ async def test_the_world_resource_shows_what_the_simulator_believes(server: str)
         read = await client.read_resource("sim://world")
     state = json.loads(read.contents[0].text)  # type: ignore[union-attr]
     assert state["name"] == "inspected" and state["calls"] == 1
-    assert '"name": "drop_cache"' in json.dumps(state["history"])
+    actions = [json.loads(turn["action"]) for turns in state["history"].values() for turn in turns]
+    assert actions == [{"name": "drop_cache", "arguments": {"cache": "redis"}}]
 
 
 async def test_bad_world_names_and_scenarios_are_tool_errors_and_the_server_keeps_serving(server: str) -> None:

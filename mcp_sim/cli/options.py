@@ -16,6 +16,7 @@ from mcp_sim.errors import McpSimError
 from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
+    from mcp_sim.rehearsal.setup import RehearsalSettings
     from mcp_sim.simulator import Simulator
     from mcp_sim.worlds import Worlds
 
@@ -103,6 +104,40 @@ def world_options(command: Command) -> Command:
     return command
 
 
+def rehearsal_options(command: Command) -> Command:
+    """Repeatable runs and bad days: where answers come from besides the model, faults, the ledger."""
+    path = click.Path(dir_okay=False, path_type=Path)
+    options = [
+        click.option("--cache", type=path, default=None,
+                     help="A response cache (SQLite): a call seen before under the same model, prompt, world "
+                          "history and seed is answered from it, byte for byte; new answers are stored."),
+        click.option("--replay-only", is_flag=True,
+                     help="Never load or ask the model: a call that no fixture, cassette or cache entry "
+                          "answers is an isError miss naming it."),
+        click.option("--replay", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
+                     help="Traces written by `mcp-sim record`: a recorded call answers with its real result "
+                          "(repeatable)."),
+        click.option("--strict", is_flag=True, help="Only fixtures, cassettes and the cache answer (as "
+                     "--replay-only)."),
+        click.option("--faults", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help="A fault rule file: errors, latency, timeouts, malformed or injected answers."),
+        click.option("--ledger", type=path, default=None,
+                     help="Append every call of a tool that may change the world to this JSON Lines file."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def rehearsal_settings(options: dict[str, Any]) -> RehearsalSettings:
+    """Take the rehearsal options out of a command's keyword arguments."""
+    from mcp_sim.rehearsal.setup import RehearsalSettings
+
+    return RehearsalSettings(cache=options.pop("cache"), replay_only=options.pop("replay_only"),
+                             replay=list(options.pop("replay")), strict=options.pop("strict"),
+                             faults=options.pop("faults"), ledger=options.pop("ledger"))
+
+
 def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None, max_worlds: int) -> Worlds:
     """The worlds of a server over CATALOG; an unknown --scenario or an unusable --state-dir fails here."""
     from mcp_sim.worlds import Worlds
@@ -116,13 +151,18 @@ def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None,
     return Worlds(catalog.scenarios, default, max_worlds, open_store(state_dir))
 
 
-def build_simulator(catalog: Catalog, worlds: Worlds | None = None, **engine: Any) -> Simulator:
-    """A simulator over CATALOG with the engine the options describe, its model loaded."""
+def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,
+                    **engine: Any) -> Simulator:
+    """A simulator over CATALOG with the engine the options describe, its model loaded, and the sources,
+    observers and faults the rehearsal options ask for."""
     from mcp_sim.models.settings import EngineSettings, prepare
+    from mcp_sim.rehearsal.setup import attach
     from mcp_sim.simulator import Simulator
 
     prepared = prepare(EngineSettings(**engine))
     simulator = Simulator(catalog, prepared.engine, prepared.options, worlds)
+    if rehearsal is not None:
+        attach(simulator, rehearsal)
     for tool, reason in simulator.grammar_fallbacks().items():
         logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are still "
                        "validated after decoding and retried", tool, reason)

@@ -11,7 +11,16 @@ import anyio
 import click
 
 from mcp_sim import defaults
-from mcp_sim.cli.options import build_simulator, build_worlds, engine_options, handle_errors, logger, world_options
+from mcp_sim.cli.options import (
+    build_simulator,
+    build_worlds,
+    engine_options,
+    handle_errors,
+    logger,
+    rehearsal_options,
+    rehearsal_settings,
+    world_options,
+)
 from mcp_sim.errors import McpSimError
 from mcp_sim.specs import load_catalog
 from mcp_sim.worlds.routing import SCOPES
@@ -32,6 +41,7 @@ from mcp_sim.worlds.world import DEFAULT_WORLD
 @click.option("--expose-world", is_flag=True,
               help="Publish the caller's world (scenario and history) as the MCP resource sim://world.")
 @world_options
+@rehearsal_options
 @engine_options
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
@@ -44,7 +54,7 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
 
     catalog = load_catalog(list(specs))
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
-    simulator = build_simulator(catalog, worlds, **engine)
+    simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), **engine)
     scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
     server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world)
     logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),
@@ -67,6 +77,7 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
 @click.option("--world", default=DEFAULT_WORLD, show_default=True,
               help="The world to answer in; with --state-dir, successive calls continue it.")
 @world_options
+@rehearsal_options
 @engine_options
 @handle_errors
 def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, scenario: str | None,
@@ -82,7 +93,7 @@ def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, sce
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
     catalog = load_catalog(list(specs))
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
-    simulator = build_simulator(catalog, worlds, **engine)
+    simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), **engine)
     try:
         result = simulator.simulate(tool_name, parsed, world)
     except UnknownToolError as exc:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from mcp_sim.errors import McpSimError
+from mcp_sim.fidelity.traces import TraceRecord, read_traces, result_text
 from mcp_sim.prompt import Turn, render_action, render_observation
 from mcp_sim.rehearsal.canonical import canonical_json
-from mcp_sim.traces import TraceRecord, read_traces, result_text
 
 
 class CassetteError(McpSimError):

@@ -1,0 +1,72 @@
+"""One call on its way through the simulator, and the hooks that may answer, change or watch it.
+
+The simulator asks its answer sources in order (fixtures, cassettes of real traces, the response cache)
+before the model; fault hooks may answer first or change the answer; observers (the cache, the ledger)
+see every answer once it is final. All of them are plain objects: no MCP in sight.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mcp_sim.prompt import Turn
+from mcp_sim.specs import ToolSpec
+from mcp_sim.worlds.world import World
+
+META_KEY = "mcp-sim/simulation"
+
+
+@dataclass
+class SimulationResult:
+    """What a client receives, free of MCP types: the MCP layer maps it onto CallToolResult."""
+
+    text: str
+    structured: dict[str, Any] | None = None
+    is_error: bool = False
+    # Until the simulator settles the answer, the fields of _meta["mcp-sim/simulation"]; then the whole
+    # _meta of the result, those fields under META_KEY.
+    meta: dict[str, Any] = field(default_factory=dict)
+    # What the world's history keeps of this answer (None: nothing, e.g. a cancelled or unusable answer).
+    observation: str | None = None
+    # The answer has no content block at all (an `empty` fault); `text` is then unused.
+    no_content: bool = False
+
+
+@dataclass
+class Call:
+    tool: ToolSpec
+    arguments: dict[str, Any]
+    world: World
+    source: str  # the spec file answering it: one world keeps one history per file
+    number: int  # this call's number in its world, from 1
+    action: str  # the call as the model sees it
+    system: str  # the system prompt of its spec file in its world's scenario
+    history: list[Turn]  # the world's earlier turns of this spec file that go into prompts
+    seed: int | None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    on_progress: Callable[[int, int], None] | None = None
+
+
+class AnswerSource(Protocol):
+    """Answers a call without the model, or passes (None)."""
+
+    name: str  # what `_meta["mcp-sim/simulation"]["source"]` says: "fixture", "cassette", "cache"
+
+    def answer(self, call: Call) -> SimulationResult | None: ...
+
+
+class CallObserver(Protocol):
+    """Sees every final answer, after the world recorded it (the cache stores it, the ledger writes it)."""
+
+    def observed(self, call: Call, result: SimulationResult, source: str) -> None: ...
+
+
+class FaultHook(Protocol):
+    """Bad days on demand: answer before anything else does (a scripted failure), or change the answer."""
+
+    def before(self, call: Call) -> SimulationResult | None: ...
+
+    def after(self, call: Call, result: SimulationResult) -> SimulationResult: ...
