@@ -25,8 +25,9 @@ STEPS = [
 
 async def main(url: str | None) -> None:
     target = url or StdioServerParameters(command=sys.executable, args=["-m", "mcp_sim", "serve", str(SPEC)])
-    # "legacy" keeps one MCP session for the whole run, so later calls see earlier ones.
-    async with Client(target, mode="legacy", read_timeout_seconds=300) as client:
+    # No session needed: every call lands in the server's default world (over HTTP, add ?world=NAME to the
+    # URL for a world of this run's own), so later calls see earlier ones.
+    async with Client(target, read_timeout_seconds=300) as client:
         tools = await client.list_tools()
         print("tools:", ", ".join(tool.name for tool in tools.tools))
         for name, arguments in STEPS:
