@@ -132,8 +132,9 @@ async def test_bad_world_names_and_scenarios_are_tool_errors_and_the_server_keep
     async with Client(f"{server}?world=fine&scenario=meteor", read_timeout_seconds=300) as client:
         unknown = await client.call_tool("list_files", {})
         assert unknown.is_error and "unknown scenario 'meteor'" in unknown.content[0].text  # type: ignore[union-attr]
+    async with Client(server, read_timeout_seconds=300) as client:
         good = await client.call_tool("list_files", {}, meta={"mcp-sim/world": "fine"})
-    assert not good.is_error
+    assert not good.is_error and good.meta[META_KEY]["world"] == "fine"  # type: ignore[index]
 
 
 async def test_a_restarted_server_continues_its_worlds(tmp_path: Path) -> None:
