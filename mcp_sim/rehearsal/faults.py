@@ -1,0 +1,587 @@
+"""Fault injection: rules (from a file or a spec's x-sim), a seeded plan that decides which calls go wrong, and
+what each kind of fault does to a call.
+
+Pure logic: nothing here awaits, sleeps or speaks MCP. The simulator and server ask `FaultPlan.decide` before a
+call and apply what it returns:
+
+- before the model: `immediate_result` (error with a message, rate_limit), `protocol_error`, `delay_seconds`
+  (latency), `is_timeout` (no answer until the client cancels);
+- instead of the normal answer: `needs_model_error` (an error with no message, which the world model writes,
+  prompted by `model_error_instruction` and read back by `error_from_model`);
+- after the model: `transform` (empty, oversized, malformed, injection, stale).
+
+Every applied fault is named by `label` in `_meta["mcp-sim/simulation"]["faults"]` (`with_label`).
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import hashlib
+import json
+import logging
+import random
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from jsonschema.validators import validator_for
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
+
+from mcp_sim.errors import McpSimError
+from mcp_sim.prompt import parse_error
+from mcp_sim.simulator import META_KEY, SimulationResult
+from mcp_sim.specs import ToolSpec, validation_error
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["error", "rate_limit", "protocol_error", "latency", "timeout",
+               "empty", "oversized", "malformed", "injection", "stale"]
+BEFORE_MODEL = frozenset({"error", "rate_limit", "protocol_error", "latency", "timeout"})
+AFTER_MODEL = frozenset({"empty", "oversized", "malformed", "injection", "stale"})
+WHEN = ("probability", "nth", "after")
+# The parameters each kind takes; any other parameter on a rule is a mistake worth reporting.
+PARAMETERS: dict[str, frozenset[str]] = {
+    "error": frozenset({"message"}), "rate_limit": frozenset({"retry_after"}),
+    "protocol_error": frozenset({"code", "message"}), "latency": frozenset({"ms"}), "timeout": frozenset(),
+    "empty": frozenset(), "oversized": frozenset({"bytes"}), "malformed": frozenset(),
+    "injection": frozenset({"text"}), "stale": frozenset(),
+}
+ALL_PARAMETERS = frozenset().union(*PARAMETERS.values())
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "rate_limit": {"retry_after": 30}, "latency": {"ms": 1000}, "oversized": {"bytes": 1024 * 1024},
+    "protocol_error": {"code": -32603, "message": "Internal error"},  # JSON-RPC's internal error
+}
+PADDING_LINE = "[mcp-sim oversized result: padding]"
+MALFORMED_KEY = "mcp-sim-malformed"
+INJECTION_KEY = "notice"
+
+
+class FaultFileError(McpSimError):
+    """A fault rule file (or a spec's x-sim.faults) is invalid; every problem is listed with its pointer."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        listing = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{len(problems)} problem(s) in the fault rules:\n{listing}")
+
+
+class FaultRule(BaseModel):
+    """One rule: which tool (a name or an fnmatch glob), when (exactly one of probability, nth, after), what."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    tool: str = Field(min_length=1)
+    kind: Kind
+    probability: float | None = Field(default=None, ge=0.0, le=1.0)
+    nth: int | None = Field(default=None, ge=1)
+    after: int | None = Field(default=None, ge=0)
+    message: str | None = Field(default=None, min_length=1)
+    ms: int | None = Field(default=None, ge=0)
+    bytes: int | None = Field(default=None, ge=1)
+    retry_after: int | None = Field(default=None, ge=0)
+    code: int | None = None
+    text: str | None = Field(default=None, min_length=1)
+    _where: str = PrivateAttr(default="")
+
+    @model_validator(mode="after")
+    def _one_when_and_fitting_parameters(self) -> FaultRule:
+        problems = _shape_problems(self.model_dump(exclude_none=True))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def where(self) -> str:
+        """Where the rule was written: file#/faults/N, for labels and messages."""
+        return self._where
+
+    def matches(self, tool: str) -> bool:
+        return fnmatch.fnmatchcase(tool, self.tool)
+
+    def fires(self, call: int, draw: float) -> bool:
+        """Whether the CALL-th matching call (1-based) fails, given a uniform DRAW in [0, 1)."""
+        if self.probability is not None:
+            return draw < self.probability
+        if self.nth is not None:
+            return call == self.nth
+        assert self.after is not None  # the validator guarantees one "when"
+        return call > self.after
+
+    def parameter(self, name: str) -> Any:
+        """The rule's value for NAME, or its kind's default for it (None where there is none)."""
+        value = getattr(self, name)
+        return DEFAULTS.get(self.kind, {}).get(name) if value is None else value
+
+
+def _shape_problems(raw: dict[str, Any]) -> list[str]:
+    """What pydantic's field checks cannot say: one "when", and parameters that fit the kind."""
+    problems = []
+    given = [name for name in WHEN if raw.get(name) is not None]
+    if len(given) != 1:
+        problems.append(f"give exactly one of probability, nth or after (got {', '.join(given) or 'none'})")
+    kind = raw.get("kind")
+    if isinstance(kind, str) and kind in PARAMETERS:
+        stray = sorted(name for name in ALL_PARAMETERS - PARAMETERS[kind] if raw.get(name) is not None)
+        if stray:
+            takes = ", ".join(sorted(PARAMETERS[kind])) or "no parameters"
+            problems.append(f"{', '.join(stray)} does not apply to kind {kind!r} (it takes {takes})")
+    return problems
+
+
+class _FaultFile(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    faults: list[FaultRule]
+
+
+_RULES = TypeAdapter(list[FaultRule])
+
+
+# --- parsing ---------------------------------------------------------------------------------------------------
+
+def load_faults(path: str | Path) -> list[FaultRule]:
+    """The rules of a fault file (YAML or JSON: `faults: [...]`); raise FaultFileError listing every problem."""
+    source = str(path)
+    document = _read(Path(path))
+    if not isinstance(document, dict):
+        raise FaultFileError([f"{source}: expected a mapping like 'faults: [{{tool: ..., kind: ..., "
+                              f"probability: ...}}]', got {type(document).__name__}"])
+    try:
+        rules = _FaultFile.model_validate(document).faults
+    except ValidationError as exc:
+        raw = document.get("faults")
+        raise FaultFileError(_problems(exc, f"{source}#", raw, f"{source}#/faults")) from None
+    return _located(rules, f"{source}#/faults")
+
+
+def rules_from_spec(tool_name: str, raw_list: Any, where: str) -> list[FaultRule]:
+    """The rules of a spec's `x-sim.faults` for TOOL_NAME (`tool` may be omitted there).
+
+    WHERE is the JSON pointer of the list, e.g. "tool_specs/ops.yaml#/tools/2/x-sim/faults"; problems name
+    `WHERE/INDEX/FIELD`. Raises FaultFileError; its `.problems` can join the spec loader's list.
+    """
+    if not isinstance(raw_list, list):
+        raise FaultFileError([f"{where}: must be a list of fault rules like {{kind: error, probability: 0.5}}"])
+    problems = [f"{where}/{index}/tool: {item['tool']!r} does not name this tool ({tool_name!r}); "
+                "omit 'tool' in x-sim" for index, item in enumerate(raw_list)
+                if isinstance(item, dict) and isinstance(item.get("tool"), str)
+                and not fnmatch.fnmatchcase(tool_name, item["tool"])]
+    items = [{"tool": tool_name, **item} if isinstance(item, dict) else item for item in raw_list]
+    try:
+        rules = _RULES.validate_python(items)
+    except ValidationError as exc:
+        problems.extend(_problems(exc, where, items, where))
+    if problems:
+        raise FaultFileError(problems)
+    return _located(rules, where)
+
+
+def unmatched(rules: Sequence[FaultRule], tool_names: Sequence[str]) -> list[str]:
+    """Problems for rules whose `tool` matches none of TOOL_NAMES (a typo would otherwise never fire)."""
+    known = ", ".join(sorted(tool_names)) or "none"
+    return [f"{rule.where}/tool: {rule.tool!r} matches no tool (tools: {known})"
+            for rule in rules if not any(rule.matches(name) for name in tool_names)]
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FaultFileError([f"{path}: cannot read the fault file: {exc}"]) from None
+    try:
+        return yaml.safe_load(text)  # YAML is a superset of JSON: one parser reads both
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise FaultFileError([f"{path}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}"]) from None
+
+
+def _problems(exc: ValidationError, prefix: str, raw_rules: Any, where: str) -> list[str]:
+    """Pydantic's field errors as `pointer: message` lines, plus every rule's shape problems."""
+    problems = _field_problems(exc, prefix)
+    for index, raw in enumerate(raw_rules if isinstance(raw_rules, list) else []):
+        if isinstance(raw, dict):
+            problems.extend(f"{where}/{index}: {problem}" for problem in _shape_problems(raw))
+    return problems
+
+
+def _field_problems(exc: ValidationError, prefix: str) -> list[str]:
+    problems = []
+    for error in exc.errors():
+        if error["type"] == "value_error":
+            continue  # the model validator's shape problems; _shape_problems reports them for every rule
+        pointer = "".join(f"/{part}" for part in error["loc"])
+        message = "required field missing" if error["type"] == "missing" else error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = f"unknown field (a rule takes tool, kind, one of {', '.join(WHEN)}, and " \
+                      f"{', '.join(sorted(ALL_PARAMETERS))})"
+        problems.append(f"{prefix}{pointer}: {message}")
+    return problems
+
+
+def _located(rules: list[FaultRule], where: str) -> list[FaultRule]:
+    for index, rule in enumerate(rules):
+        rule._where = f"{where}/{index}"
+    return rules
+
+
+# --- deciding --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fault:
+    """A rule that fired on one call."""
+
+    rule: FaultRule
+    index: int  # the rule's position in the plan
+    tool: str
+    world: str
+    call: int  # which matching call of this rule in this world (1-based)
+    token: int  # a seeded number for the fault's own choices (which injection, which field)
+
+    @property
+    def kind(self) -> str:
+        return self.rule.kind
+
+
+class FaultPlan:
+    """Decides, deterministically under a seed, which faults each call gets. Thread-safe."""
+
+    def __init__(self, rules: Sequence[FaultRule], seed: int = 0):
+        self.rules = list(rules)
+        self.seed = seed
+        self._calls: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The kinds this plan can inject (e.g. keep a ResultMemory only when "stale" is among them)."""
+        return frozenset(rule.kind for rule in self.rules)
+
+    def decide(self, world: str, tool: str) -> list[Fault]:
+        """The faults of this call of TOOL in WORLD, in rule order (count it against every matching rule)."""
+        faults = []
+        for index, rule in enumerate(self.rules):
+            if not rule.matches(tool):
+                continue
+            call = self._count(world, index)
+            rng = random.Random(_stable_seed(self.seed, world, index, call))
+            draw, token = rng.random(), rng.getrandbits(32)
+            if rule.fires(call, draw):
+                logger.info("fault %s (rule %d, %s) on %s, call %d in world %s",
+                            rule.kind, index, rule.where or "-", tool, call, world)
+                faults.append(Fault(rule, index, tool, world, call, token))
+        return faults
+
+    def _count(self, world: str, index: int) -> int:
+        with self._lock:
+            call = self._calls[(world, index)] = self._calls.get((world, index), 0) + 1
+        return call
+
+
+def _stable_seed(*parts: Any) -> int:
+    # hash() is salted per process; the same seed must give the same faults in every run and process.
+    digest = hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+class ResultMemory:
+    """The last few successful results per (world, tool): the `earlier` that `stale` repeats. Thread-safe."""
+
+    def __init__(self, keep: int = 8):
+        self._results: dict[tuple[str, str], deque[SimulationResult]] = {}
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def earlier(self, world: str, tool: str) -> list[SimulationResult]:
+        with self._lock:
+            return list(self._results.get((world, tool), ()))
+
+    def remember(self, world: str, tool: str, result: SimulationResult) -> None:
+        if result.is_error:
+            return
+        with self._lock:
+            self._results.setdefault((world, tool), deque(maxlen=self._keep)).append(result)
+
+
+# --- labels ----------------------------------------------------------------------------------------------------
+
+def label(fault: Fault, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What names an applied fault in the result's _meta and in the log: kind, rule, tool, call, parameters."""
+    entry: dict[str, Any] = {"kind": fault.kind, "rule": fault.index, "tool": fault.tool, "call": fault.call}
+    if fault.rule.where:
+        entry["source"] = fault.rule.where
+    for name in sorted(PARAMETERS[fault.kind] - {"text"}):
+        if fault.rule.parameter(name) is not None:
+            entry[name] = fault.rule.parameter(name)
+    return {**entry, **(details or {})}
+
+
+def with_label(result: SimulationResult, entry: dict[str, Any]) -> SimulationResult:
+    """A copy of RESULT whose _meta lists ENTRY among its faults."""
+    meta = dict(result.meta)
+    simulation = dict(meta.get(META_KEY) or {"simulated": True})
+    simulation["faults"] = [*simulation.get("faults", []), entry]
+    meta[META_KEY] = simulation
+    return replace(result, meta=meta)
+
+
+# --- before the model ------------------------------------------------------------------------------------------
+
+def immediate_result(fault: Fault, tool: ToolSpec) -> SimulationResult | None:
+    """The isError result that replaces the call for `error` with a message and `rate_limit`; else None."""
+    if fault.kind == "rate_limit":
+        return error_result(fault, f"Rate limit exceeded for tool '{tool.name}': "
+                                   f"retry after {fault.rule.parameter('retry_after')} s")
+    if fault.kind == "error" and fault.rule.message is not None:
+        return error_result(fault, fault.rule.message)
+    return None
+
+
+def error_result(fault: Fault, message: str) -> SimulationResult:
+    """An isError result with MESSAGE, labelled with FAULT (also for a message the world model wrote)."""
+    meta = {META_KEY: {"simulated": True, "stage": "fault"}}
+    return with_label(SimulationResult(message, is_error=True, meta=meta), label(fault))
+
+
+def protocol_error(fault: Fault) -> tuple[int, str]:
+    """The JSON-RPC error code and message the server raises (as MCPError) for `protocol_error`."""
+    return int(fault.rule.parameter("code")), str(fault.rule.parameter("message"))
+
+
+def delay_seconds(fault: Fault) -> float | None:
+    """How long to wait before answering, for `latency`; None for other kinds."""
+    return fault.rule.parameter("ms") / 1000 if fault.kind == "latency" else None
+
+
+def is_timeout(fault: Fault) -> bool:
+    """`timeout`: never answer; wait until the client cancels or gives up."""
+    return fault.kind == "timeout"
+
+
+def needs_model_error(fault: Fault) -> bool:
+    """`error` without a message: the world model writes a failure that fits the world and the call."""
+    return fault.kind == "error" and fault.rule.message is None
+
+
+def model_error_instruction(tool: ToolSpec) -> str:
+    """Text to add after the call's action so the world model answers with a failure instead of a result.
+
+    Decode the answer under `mcp_sim.prompt.error_schema(...)` for every tool (text tools too): the grammar gives
+    the shape, so the words here only steer the content. Measured with SmolLM2-135M: naming a "<message>"
+    placeholder or a reply format made it copy the placeholder; this wording gave fitting messages.
+    """
+    return (f"This call of {tool.name} fails in the world. Answer with the error object the tool returns, saying "
+            "what went wrong for these arguments (for example a lock, a full disk, a lost connection or a "
+            "missing item).")
+
+
+def error_from_model(answer: str, tool: ToolSpec) -> str | None:
+    """The failure message in the model's {"error": ...} ANSWER, as TOOL reports it; None when there is none.
+
+    A text tool's failure reads as its error line ("Error: ..."), as `--simulate-errors` answers it.
+    """
+    try:
+        message = parse_error(json.loads(answer, strict=False), structured=True)
+    except json.JSONDecodeError:
+        return None
+    if message is None or tool.output_schema is not None or message.startswith("Error:"):
+        return message
+    return f"Error: {message}"
+
+
+# --- after the model -------------------------------------------------------------------------------------------
+
+Details = dict[str, Any]
+Transform = Callable[["Fault", SimulationResult, ToolSpec, Sequence[SimulationResult]],
+                     tuple[SimulationResult, Details]]
+
+
+def transform(fault: Fault, result: SimulationResult, tool: ToolSpec,
+              earlier: Sequence[SimulationResult] = ()) -> SimulationResult:
+    """RESULT as FAULT (an after-model kind) shapes it, labelled; EARLIER: this tool's earlier results in the world.
+
+    A failed call is left as it is (and the label says so): these faults shape answers, not failures.
+    """
+    apply = _TRANSFORMS.get(fault.kind)
+    if apply is None:
+        raise ValueError(f"{fault.kind!r} is not applied after the model (after-model kinds: {sorted(AFTER_MODEL)})")
+    if result.is_error:
+        return with_label(result, label(fault, {"note": "not applied: the call failed"}))
+    changed, details = apply(fault, result, tool, earlier)
+    return with_label(changed, label(fault, details))
+
+
+def _empty(fault: Fault, result: SimulationResult, tool: ToolSpec,
+           earlier: Sequence[SimulationResult]) -> tuple[SimulationResult, Details]:
+    # Valid means what a client accepts: isError false and, for a tool with an outputSchema, structuredContent
+    # present and conforming (clients reject its absence). So the content list is empty (text "") and the
+    # structured value shrinks to the least the schema allows: optional properties dropped, arrays emptied.
+    if tool.output_schema is None or result.structured is None:
+        return replace(result, text="", structured=None), {"note": "no content"}
+    smallest = _smallest_valid(result.structured, tool.output_schema)
+    return replace(result, text="", structured=smallest), {
+        "note": "no content; structuredContent reduced to what the outputSchema requires"}
+
+
+def _smallest_valid(value: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    root = copy.deepcopy(value)
+
+    def shrink(node: Any) -> None:
+        if isinstance(node, dict):
+            order = list(node)
+            for key in order:
+                removed = node.pop(key)
+                if validation_error(root, schema) is not None:
+                    node[key] = removed
+                    shrink(removed)
+            kept = {key: node.pop(key) for key in order if key in node}  # restore the original key order
+            node.update(kept)
+        elif isinstance(node, list):
+            items = node[:]
+            node.clear()
+            if validation_error(root, schema) is not None:
+                node.extend(items)
+                for item in node:
+                    shrink(item)
+
+    shrink(root)
+    return root
+
+
+def _oversized(fault: Fault, result: SimulationResult, tool: ToolSpec,
+               earlier: Sequence[SimulationResult]) -> tuple[SimulationResult, Details]:
+    size = int(fault.rule.parameter("bytes"))
+    current = len(result.text.encode())
+    if current >= size:
+        return result, {"note": f"not padded: the result is already {current} bytes"}
+    missing = size - current
+    # JSON text stays the same JSON (trailing whitespace); plain text gets visible padding lines.
+    padding = " " * missing if result.structured is not None else \
+        ("\n" + PADDING_LINE * (missing // len(PADDING_LINE) + 1))[:missing]
+    return replace(result, text=result.text + padding), {"note": f"text padded to {size} bytes"}
+
+
+def _malformed(fault: Fault, result: SimulationResult, tool: ToolSpec,
+               earlier: Sequence[SimulationResult]) -> tuple[SimulationResult, Details]:
+    schema = tool.output_schema
+    if schema is None:
+        return result, {"note": "not applied: the tool has no outputSchema to break"}
+    for how, broken in _breakages(result.structured or {}, schema):
+        if _rejected_by_clients(broken, schema):
+            return replace(result, structured=broken, text=json.dumps(broken, ensure_ascii=False)), {"note": how}
+    # Nothing in the schema can be broken by value; a missing structuredContent still breaks the contract.
+    return replace(result, structured=None), {"note": "structuredContent left out though the tool declares an "
+                                                      "outputSchema"}
+
+
+def _rejected_by_clients(value: dict[str, Any], schema: dict[str, Any]) -> bool:
+    # The mcp clients validate without a format checker, so a format-only breakage would slip through them.
+    validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    return not validator_cls(schema).is_valid(value)
+
+
+def _breakages(value: dict[str, Any], schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Candidate ways to break VALUE, in order; the caller keeps the first the schema really rejects."""
+    for name in schema.get("required", []):
+        if name in value:
+            yield f"dropped the required property {name!r}", {k: v for k, v in value.items() if k != name}
+    for key, current in value.items():
+        wrongs: tuple[Any, ...] = (123456789, "malformed", None, [], {})
+        for wrong in wrongs:
+            if type(wrong) is not type(current):
+                yield f"set {key!r} to {json.dumps(wrong)}", {**value, key: wrong}
+    yield f"added the property {MALFORMED_KEY!r}", {**value, MALFORMED_KEY: True}
+
+
+def _injection(fault: Fault, result: SimulationResult, tool: ToolSpec,
+               earlier: Sequence[SimulationResult]) -> tuple[SimulationResult, Details]:
+    corpus = [fault.rule.text] if fault.rule.text else _rotated(injections(), fault.token)
+    if tool.output_schema is not None and result.structured is not None:
+        placed = _place_injection(result.structured, tool.output_schema, corpus, fault.token)
+        if placed is not None:
+            structured, pointer, text = placed
+            return (replace(result, structured=structured, text=json.dumps(structured, ensure_ascii=False)),
+                    {"at": pointer, "injection": text})
+    # A text tool, or no string field the schema lets carry one: the text content carries it.
+    separator = "\n\n" if result.structured is not None else "\n"
+    return replace(result, text=result.text + separator + corpus[0]), {"at": "text", "injection": corpus[0]}
+
+
+def _place_injection(value: dict[str, Any], schema: dict[str, Any], corpus: list[str],
+                     token: int) -> tuple[dict[str, Any], str, str] | None:
+    """VALUE with one string field carrying an injection, still valid under SCHEMA; its pointer and text."""
+    leaves = list(_string_paths(value))
+    shortest = min(corpus, key=len)
+    for path in _rotated(leaves, token):
+        original = _get(value, path)
+        if validation_error(_set(value, path, shortest), schema) is not None:
+            continue  # enum, format, pattern or a short maxLength: no injection fits here
+        for text in corpus:
+            for candidate in (f"{original} {text}", text):
+                changed = _set(value, path, candidate)
+                if validation_error(changed, schema) is None:
+                    return changed, "".join(f"/{part}" for part in path), text
+    added = {**value, INJECTION_KEY: corpus[0]}
+    if validation_error(added, schema) is None:  # no string field fits, but the schema admits a new property
+        return added, f"/{INJECTION_KEY}", corpus[0]
+    return None
+
+
+def _string_paths(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    if isinstance(node, str):
+        yield path
+    elif isinstance(node, dict):
+        for key, child in node.items():
+            yield from _string_paths(child, (*path, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            yield from _string_paths(child, (*path, index))
+
+
+def _get(node: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        node = node[part]
+    return node
+
+
+def _set(value: dict[str, Any], path: tuple[str | int, ...], new: Any) -> dict[str, Any]:
+    changed = copy.deepcopy(value)
+    _get(changed, path[:-1])[path[-1]] = new
+    return changed
+
+
+def _rotated(items: list[Any], token: int) -> list[Any]:
+    start = token % len(items) if items else 0
+    return items[start:] + items[:start]
+
+
+def _stale(fault: Fault, result: SimulationResult, tool: ToolSpec,
+           earlier: Sequence[SimulationResult]) -> tuple[SimulationResult, Details]:
+    previous = next((r for r in reversed(earlier) if not r.is_error), None)
+    if previous is None:
+        return result, {"note": "no earlier result of this tool in this world: result unchanged"}
+    repeated = replace(result, text=previous.text, structured=copy.deepcopy(previous.structured))
+    return repeated, {"note": "repeats an earlier result", "repeats_turn": previous.meta.get(META_KEY, {}).get("turn")}
+
+
+_TRANSFORMS: dict[str, Transform] = {"empty": _empty, "oversized": _oversized, "malformed": _malformed,
+                                     "injection": _injection, "stale": _stale}
+
+
+@lru_cache(maxsize=1)
+def _corpus() -> tuple[str, ...]:
+    text = resources.files("mcp_sim.rehearsal").joinpath("injections.txt").read_text(encoding="utf-8")
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def injections() -> list[str]:
+    """The shipped corpus of test prompt-injection strings (mcp_sim/rehearsal/injections.txt)."""
+    return list(_corpus())
