@@ -179,7 +179,7 @@ def _build_tools(builder: ToolBuilder, operations: list[Operation], broken: dict
     warnings: list[str] = []
     taken: set[str] = set()
     for op in operations:
-        label = f"{shown}#{op.pointer}: skipped {op.method.upper()} {op.path}"
+        label = f"skipped {op.method.upper()} {op.path}"
         problem = broken.get(op.pointer) or broken.get(op.pointer.rsplit("/", 1)[0])
         if problem is not None:  # tried anyway: the converter and the spec loader decide whether it is usable
             warnings.append(f"{shown}{problem} (the operation is converted as far as it can be)")
@@ -189,7 +189,7 @@ def _build_tools(builder: ToolBuilder, operations: list[Operation], broken: dict
             warnings.append(f"{label}: {exc}")
             continue
         except RecursionError:
-            warnings.append(f"{label}: its schemas nest too deeply to convert")
+            warnings.append(f"{label}: {shown}#{op.pointer}: its schemas nest too deeply to convert")
             continue
         taken.add(tool["name"])
         tools.append(tool)

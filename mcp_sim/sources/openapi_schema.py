@@ -160,7 +160,8 @@ def _plain_keyword(out: dict[str, Any], key: str, value: Any, schema: dict[str, 
     elif key == "required" and isinstance(value, list):
         out[key] = list(dict.fromkeys(name for name in value if isinstance(name, str)))
     elif key == "dependentRequired" and isinstance(value, dict):
-        out[key] = {k: [n for n in v if isinstance(n, str)] for k, v in value.items() if isinstance(v, list)}
+        out[key] = {k: list(dict.fromkeys(n for n in v if isinstance(n, str))) for k, v in value.items()
+                    if isinstance(v, list)}
 
 
 def _is_number(value: Any) -> bool:
