@@ -191,6 +191,9 @@ def _build_tools(builder: ToolBuilder, operations: list[Operation], broken: dict
         except RecursionError:
             warnings.append(f"{label}: {shown}#{op.pointer}: its schemas nest too deeply to convert")
             continue
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape the checks above let through
+            warnings.append(f"{label}: {shown}#{op.pointer}: cannot be converted ({type(exc).__name__}: {exc})")
+            continue
         taken.add(tool["name"])
         tools.append(tool)
     return tools, warnings
@@ -224,8 +227,9 @@ def _base_url(document: dict[str, Any]) -> str | None:
     if isinstance(servers, list) and servers and isinstance(servers[0], dict) and servers[0].get("url"):
         return str(servers[0]["url"])
     if document.get("host"):
-        schemes = document.get("schemes") or ["https"]
-        return f"{schemes[0]}://{document['host']}{document.get('basePath', '')}"
+        schemes = document.get("schemes")
+        scheme = schemes[0] if isinstance(schemes, list) and schemes else "https"
+        return f"{scheme}://{document['host']}{document.get('basePath', '')}"
     return None
 
 

@@ -11,6 +11,7 @@ from mcp_sim.sources.openapi_refs import RefResolver, UnconvertibleError, escape
 from mcp_sim.sources.openapi_schema import SchemaConverter, Walk
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+LOCATIONS = ("path", "query", "header", "cookie", "body", "formData")
 # OpenAPI 3: "If in is header and name is Accept, Content-Type or Authorization, the parameter SHALL be ignored."
 IGNORED_HEADERS = {"accept", "content-type", "authorization"}
 INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-]+")
@@ -79,9 +80,7 @@ class ToolBuilder:
         required: list[str] = []
         body = None
         for param, walk in self._parameters(op):
-            location, name = param.get("in"), param.get("name")
-            if not isinstance(name, str) or location not in ("path", "query", "header", "cookie", "body", "formData"):
-                raise UnconvertibleError(f"{self._at(walk)}: a parameter needs a 'name' and a valid 'in'")
+            location, name = param["in"], param["name"]
             if location == "body":
                 body = (self.converter.convert(param.get("schema", {}), _request(walk.child("schema"))),
                         param.get("required") is True, param.get("description"))
@@ -100,14 +99,17 @@ class ToolBuilder:
 
     def _parameters(self, op: Operation) -> list[tuple[dict[str, Any], Walk]]:
         """Path-level parameters, overridden by the operation's own of the same name and location."""
-        merged: dict[tuple[Any, Any], tuple[dict[str, Any], Walk]] = {}
+        merged: dict[tuple[str, str], tuple[dict[str, Any], Walk]] = {}
         for owner, pointer in ((op.path_item, op.item_pointer), (op.operation, op.local_pointer)):
             params = owner.get("parameters") or []
             if not isinstance(params, list):
                 raise UnconvertibleError(f"{self.refs.shown(op.base, pointer)}/parameters: must be a list")
             for index, raw in enumerate(params):
                 param, walk = self.deref(raw, Walk(op.base, f"{pointer}/parameters/{index}", "request"))
-                merged[(param.get("name"), param.get("in"))] = (param, walk)
+                if not isinstance(param.get("name"), str) or param.get("in") not in LOCATIONS:
+                    raise UnconvertibleError(f"{self._at(walk)}: a parameter needs a 'name' and an 'in' "
+                                             f"({', '.join(LOCATIONS)})")
+                merged[(param["name"], param["in"])] = (param, walk)
         return list(merged.values())
 
     def _parameter_schema(self, param: dict[str, Any], walk: Walk) -> Any:
@@ -163,8 +165,8 @@ class ToolBuilder:
     def _response_schema(self, op: Operation, response: dict[str, Any], walk: Walk) -> tuple[Any, Walk] | None:
         if self.swagger:
             produces = op.operation.get("produces", self.document.get("produces"))
-            if "schema" not in response or (isinstance(produces, list) and produces
-                                            and _pick_media_type(dict.fromkeys(produces), False) is None):
+            declared = dict.fromkeys(p for p in produces if isinstance(p, str)) if isinstance(produces, list) else {}
+            if "schema" not in response or (declared and _pick_media_type(declared, False) is None):
                 return None
             return response["schema"], walk.child("schema")
         content = response.get("content")
