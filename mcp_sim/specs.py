@@ -49,7 +49,13 @@ class ToolSpec:
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
-        return dict(self.declared) if self.declared else {"name": self.name, "inputSchema": self.input_schema}
+        if self.declared:
+            return dict(self.declared)
+        # Built in code rather than loaded from a file: the fields it was given.
+        tool: dict[str, Any] = {"name": self.name, "title": self.title, "description": self.description,
+                                "inputSchema": self.input_schema, "outputSchema": self.output_schema,
+                                "annotations": self.annotations}
+        return {key: value for key, value in tool.items() if value is not None}
 
 
 @dataclass

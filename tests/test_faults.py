@@ -89,8 +89,9 @@ def fault(kind: str, token: int = 0, **params: Any) -> Fault:
 
 
 def example(name: str) -> SimulationResult:
-    """The spec's first example as the world model would have answered it."""
-    tool, value = TOOLS[name], TOOLS[name].examples[0].result
+    """The spec's first successful example as the world model would have answered it."""
+    tool = TOOLS[name]
+    value = next(e.result for e in tool.examples if not e.is_error)
     if tool.output_schema is None:
         return SimulationResult(value, meta={META_KEY: {"simulated": True, "turn": 1}})
     return SimulationResult(json.dumps(value), value, meta={META_KEY: {"simulated": True, "turn": 1}})
