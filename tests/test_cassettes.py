@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from mcp_sim.errors import McpSimError
+from mcp_sim.fidelity.traces import TraceError, read_traces
 from mcp_sim.prompt import render_action
 from mcp_sim.rehearsal.cassettes import Cassette, CassetteError
-from mcp_sim.fidelity.traces import TraceError, read_traces
 from tests.conftest import SPECS
 
 TRACES = SPECS / "traces"

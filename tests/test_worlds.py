@@ -11,7 +11,7 @@ import pytest
 from mcp_sim.prompt import Turn
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.specs import load_catalog
-from mcp_sim.worlds import Worlds, WorldError
+from mcp_sim.worlds import WorldError, Worlds
 from mcp_sim.worlds.routing import choose_world
 from mcp_sim.worlds.store import SqliteStore
 from tests.conftest import SPECS

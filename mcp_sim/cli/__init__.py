@@ -1,8 +1,8 @@
 """The `mcp-sim` command line. Each module of this package registers its commands on the group:
 
 serve.py (serve, call, check), worlds.py (worlds list|show|reset|fork|export), models.py (models list|pull,
-doctor), fidelity.py (mirror, record, learn, eval), and the rehearsal commands (ledger). They import the
-shared options from options.py, never this module.
+doctor), fidelity.py (mirror, record, learn, eval), and the rehearsal commands (ledger, cache). They import
+the shared options from options.py, never this module.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 import click
 
 from mcp_sim.cli import fidelity, models, serve, worlds
+from mcp_sim.rehearsal import cache_commands
 from mcp_sim.rehearsal import commands as rehearsal
 
 
@@ -26,7 +27,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-for _module in (serve, worlds, models, fidelity, rehearsal):
+for _module in (serve, worlds, models, fidelity, rehearsal, cache_commands):
     _module.register(cli)
 
 
