@@ -48,6 +48,9 @@ class Call:
     seed: int | None
     cancel: threading.Event = field(default_factory=threading.Event)
     on_progress: Callable[[int, int], None] | None = None
+    # How many turns of this spec file the world held before this call, also those left out of prompts:
+    # `world.turns[source][:turns_before]` is the whole history this call was answered after.
+    turns_before: int = 0
 
 
 class AnswerSource(Protocol):

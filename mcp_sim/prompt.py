@@ -11,6 +11,14 @@ from mcp_sim.engines.base import ChatMessage
 from mcp_sim.scenarios import DEFAULT_SCENARIO
 from mcp_sim.specs import Example, SpecSet, ToolSpec
 
+# Part of every response-cache key. The key already covers the system prompt's text, the world's history
+# and the call, so bump this when anything else changes what the model is shown or what is taken from its
+# answer: how messages are laid out (build_messages, the agentworld turns), how actions and observations
+# are rendered, how answers are extracted, grammar preparation (grammar_schema.py) or the retry rules
+# (model_answer.py). Answers cached under an older version then miss instead of answering a prompt that
+# is no longer sent.
+PROMPT_VERSION = "1"
+
 # Modelled on Qwen-AgentWorld's MCP world-model prompt: role, tool definitions, world, demonstrations.
 ROLE = (
     "You are a Tool World Model, a virtual environment simulator that faithfully simulates the execution "

@@ -133,7 +133,8 @@ class Simulator:
         assert spec_set is not None
         return Call(tool, arguments, world, spec_set.source, world.calls + 1, render_action(tool.name, arguments),
                     self.system_prompt(spec_set, world.scenario), world.history(spec_set.source),
-                    self.options.seed, cancel or threading.Event(), on_progress)
+                    self.options.seed, cancel or threading.Event(), on_progress,
+                    len(world.turns.get(spec_set.source, [])))
 
     def _answer(self, call: Call) -> tuple[SimulationResult, str]:
         """The answer and where it came from: a fault, a source, or the model."""
@@ -159,9 +160,10 @@ class Simulator:
         sources = ", ".join(source.name for source in self.sources) or "no source"
         arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
         return SimulationResult(
-            f"Replay miss: no recorded answer for tool '{call.tool.name}' with arguments {arguments} in world "
-            f"'{call.world.name}' (looked in: {sources}). --replay-only never asks the model: record this "
-            "call (run once without --replay-only, with --cache) or add a fixture for it.",
+            f"Replay miss: tool '{call.tool.name}' with arguments {arguments} in world '{call.world.name}' is "
+            f"not in the cache, and no fixture or cassette answers it (looked in: {sources}). --replay-only "
+            "and --strict never ask the model: record this call (run once with --cache and without "
+            "--replay-only) or add a fixture for it.",
             is_error=True, meta={"stage": "replay"})
 
     def _settle(self, call: Call, result: SimulationResult, source: str, base_meta: dict[str, Any],

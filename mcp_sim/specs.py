@@ -13,6 +13,7 @@ import yaml
 from jsonschema.validators import validator_for
 
 from mcp_sim.errors import SpecError
+from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
 from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_scenarios
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -21,6 +22,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+X_SIM_FIELDS = {"examples", "fixtures"}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta"}
 
 
@@ -42,6 +44,8 @@ class ToolSpec:
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, Any] | None = None
     examples: list[Example] = field(default_factory=list)
+    # Answers pinned in the spec (x-sim.fixtures), answered before anything else.
+    fixtures: list[Fixture] = field(default_factory=list)
     source: str = ""  # the file it came from, for messages
     spec_set: SpecSet | None = field(default=None, repr=False)
     # Every MCP field as the spec wrote it (icons, _meta, execution included), without mcp-sim's x-sim.
@@ -252,12 +256,13 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     if annotations is not None:
         _check_annotations(annotations, f"{label}/annotations", problems)
     examples = _parse_examples(raw.get("x-sim"), label, input_schema, output_schema, problems)
+    fixtures = _parse_fixtures(raw.get("x-sim"), ToolShape(name, input_schema, output_schema), label, problems)
     if len(problems) > before:
         return None
     assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
-                    examples=examples, declared={k: v for k, v in raw.items() if k != "x-sim"})
+                    examples=examples, fixtures=fixtures, declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
 def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> None:
@@ -290,8 +295,8 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
                     problems: list[str]) -> list[Example]:
     if raw is None:
         return []
-    if not isinstance(raw, dict) or set(raw) - {"examples"}:
-        problems.append(f"{label}/x-sim: must be a mapping with 'examples'")
+    if not isinstance(raw, dict) or set(raw) - X_SIM_FIELDS:
+        problems.append(f"{label}/x-sim: must be a mapping with 'examples' and/or 'fixtures'")
         return []
     raw_examples = raw.get("examples") or []
     if not isinstance(raw_examples, list):
@@ -317,6 +322,15 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
             problems.append(f"{where}/result: this tool has no outputSchema, so its result must be text")
         examples.append(Example(item["arguments"], item["result"], is_error, scenario))
     return examples
+
+
+def _parse_fixtures(raw: Any, tool: ToolShape, label: str, problems: list[str]) -> list[Fixture]:
+    """`x-sim.fixtures`: answers pinned per call, checked here against the tool's schemas."""
+    if not isinstance(raw, dict):  # _parse_examples reports a malformed x-sim
+        return []
+    fixtures, found = parse_fixtures(raw.get("fixtures"), tool, f"{label}/x-sim/fixtures")
+    problems.extend(found)
+    return fixtures
 
 
 def _validate_instance(instance: Any, schema: Any, where: str, problems: list[str]) -> None:

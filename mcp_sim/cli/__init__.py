@@ -1,7 +1,7 @@
 """The `mcp-sim` command line. Each module of this package registers its commands on the group:
 
 serve.py (serve, call, check), worlds.py (worlds list|show|reset|fork|export), models.py (models list|pull,
-doctor), fidelity.py (mirror, record, learn, eval), the rehearsal commands (ledger) and the sources
+doctor), fidelity.py (mirror, record, learn, eval), the rehearsal commands (ledger, cache) and the sources
 (import openapi, install claude-desktop). They import the shared options from options.py, never this module.
 """
 
@@ -13,6 +13,7 @@ import sys
 import click
 
 from mcp_sim.cli import fidelity, models, serve, worlds
+from mcp_sim.rehearsal import cache_commands
 from mcp_sim.rehearsal import commands as rehearsal
 from mcp_sim.sources import commands as sources
 
@@ -27,7 +28,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-for _module in (serve, worlds, models, fidelity, rehearsal, sources):
+for _module in (serve, worlds, models, fidelity, rehearsal, cache_commands, sources):
     _module.register(cli)
 
 

@@ -135,7 +135,8 @@ def rehearsal_settings(options: dict[str, Any]) -> RehearsalSettings:
 
     return RehearsalSettings(cache=options.pop("cache"), replay_only=options.pop("replay_only"),
                              replay=list(options.pop("replay")), strict=options.pop("strict"),
-                             faults=options.pop("faults"), ledger=options.pop("ledger"))
+                             faults=options.pop("faults"), ledger=options.pop("ledger"),
+                             model=options.get("model"))
 
 
 def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None, max_worlds: int) -> Worlds:
@@ -156,17 +157,22 @@ def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: R
     """A simulator over CATALOG with the engine the options describe, its model loaded, and the sources,
     observers and faults the rehearsal options ask for."""
     from mcp_sim.models.settings import EngineSettings, prepare
+    from mcp_sim.rehearsal.replay_setup import never_asks_model, prepare_replay
     from mcp_sim.rehearsal.setup import attach
     from mcp_sim.simulator import Simulator
 
-    prepared = prepare(EngineSettings(**engine))
+    settings = EngineSettings(**engine)
+    # --replay-only and --strict never load the model, which need not even be on this machine.
+    replaying = rehearsal is not None and never_asks_model(rehearsal)
+    prepared = prepare_replay(settings) if replaying else prepare(settings)
     simulator = Simulator(catalog, prepared.engine, prepared.options, worlds)
     if rehearsal is not None:
         attach(simulator, rehearsal)
-    for tool, reason in simulator.grammar_fallbacks().items():
-        logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are still "
-                       "validated after decoding and retried", tool, reason)
-    prepared.engine.load()
+    if not replaying:
+        for tool, reason in simulator.grammar_fallbacks().items():
+            logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are "
+                           "still validated after decoding and retried", tool, reason)
+        prepared.engine.load()
     return simulator
 
 

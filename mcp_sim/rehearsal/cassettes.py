@@ -86,6 +86,10 @@ class Cassette:
     def __len__(self) -> int:
         return sum(len(calls) for calls in self._recorded.values())
 
+    def recorded(self, tool: str, arguments: dict[str, Any]) -> list[RecordedCall]:
+        """Every recorded answer to this call, in recorded order."""
+        return list(self._recorded.get(_key(tool, arguments), ()))
+
     def take(self, world: str, tool: str, arguments: dict[str, Any]) -> RecordedCall | None:
         """The next recorded answer to this call in WORLD, or None when there is none (left)."""
         key = _key(tool, arguments)

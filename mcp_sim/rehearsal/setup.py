@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcp_sim.rehearsal.replay_setup import attach_replay
 from mcp_sim.simulator import Simulator
 
 
@@ -18,7 +19,9 @@ class RehearsalSettings:
     strict: bool = False  # --strict: only fixtures, cassettes and the cache answer
     faults: Path | None = None  # --faults: a fault rule file
     ledger: Path | None = None  # --ledger: calls that may change the world, appended
+    model: str | None = None  # the --model argument: the cache records answers under it
 
 
 def attach(simulator: Simulator, settings: RehearsalSettings) -> None:
     """Give `simulator` the sources, observers and faults that `settings` ask for."""
+    attach_replay(simulator, settings)

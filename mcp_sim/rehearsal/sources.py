@@ -1,0 +1,181 @@
+"""Answers that need no model: fixtures pinned in the spec, cassettes of real traces, the response cache;
+and the observer that fills the cache with the model's answers.
+
+Every answer here joins the world's history (its `observation`) just as a model answer does, so the model
+stays consistent with it and a replayed world's history equals the recorded one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_sim import prompt
+from mcp_sim.calls import META_KEY, Call, SimulationResult
+from mcp_sim.prompt import render_error, render_observation
+from mcp_sim.rehearsal.cache import CacheError, ResponseCache, cache_key, json_digest
+from mcp_sim.rehearsal.canonical import canonical_json
+from mcp_sim.rehearsal.cassettes import Cassette, RecordedCall
+from mcp_sim.rehearsal.fixtures import FixtureSet
+from mcp_sim.specs import ToolSpec
+
+logger = logging.getLogger(__name__)
+
+# A fault hook that changes a model answer marks it with this key in _meta["mcp-sim/simulation"]: such an
+# answer is not the model's and is never cached.
+FAULT_META = "fault"
+
+
+def _answer(tool: ToolSpec, text: str, structured: dict[str, Any] | None, is_error: bool,
+            meta: dict[str, Any]) -> SimulationResult:
+    """An answer recorded in the world's history in the form the model's own answers take."""
+    observation = render_error(text, tool.output_schema is not None) if is_error else \
+        render_observation(structured, text)
+    return SimulationResult(text, structured, is_error, meta=meta, observation=observation)
+
+
+class FixtureSource:
+    """`x-sim.fixtures`: the most specific matching fixture answers, its templates filled for this call."""
+
+    name = "fixture"
+
+    def __init__(self, fixtures: FixtureSet):
+        self.fixtures = fixtures
+
+    def answer(self, call: Call) -> SimulationResult | None:
+        found = self.fixtures.answer(call.tool.name, call.arguments, world=call.world.name,
+                                     call_number=call.number, seed=call.seed)
+        if found is None:
+            return None
+        meta = {"fixture": found.fixture.where}
+        if found.is_error and not found.fixture.is_error:  # filled, it broke the outputSchema: a spec bug
+            return SimulationResult(found.text, is_error=True, meta={**meta, "stage": "fixture"})
+        return _answer(call.tool, found.text, found.structured, found.is_error, meta)
+
+
+class CassetteSource:
+    """Real recorded calls (`mcp-sim record` traces): a call with the recorded tool and arguments gets the
+    real result; identical calls take the recorded answers in order, per world.
+
+    How far a world has played a call is read from the world's own history, not kept here, so a reset, a
+    fork or a restarted server (--state-dir) continues exactly where its world is."""
+
+    name = "cassette"
+
+    def __init__(self, cassette: Cassette):
+        self.cassette = cassette
+
+    def answer(self, call: Call) -> SimulationResult | None:
+        recorded = self.cassette.recorded(call.tool.name, call.arguments)
+        played = _played(call, recorded)
+        if played >= len(recorded):
+            return None
+        real = recorded[played]
+        meta: dict[str, Any] = {"cassette": real.origin}
+        if real.protocol_error is not None:
+            meta["protocol_error"] = real.protocol_error
+        return SimulationResult(real.text, real.structured, real.is_error, meta=meta,
+                                observation=real.turn().observation)
+
+
+def _played(call: Call, recorded: list[RecordedCall]) -> int:
+    """How many of RECORDED this call's world has already been answered with."""
+    if not recorded:
+        return 0
+    wanted = canonical_json({"name": call.tool.name, "arguments": call.arguments})
+    observations = {real.turn().observation for real in recorded}
+    return sum(1 for turn in call.world.turns.get(call.source, ())
+               if turn.observation in observations and _canonical_action(turn.action) == wanted)
+
+
+def _canonical_action(action: str) -> str | None:
+    try:
+        return canonical_json(json.loads(action))
+    except json.JSONDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class CacheKeys:
+    """What a cache key needs besides the call: the model, the prompt version and the options."""
+
+    model_hash: str | None  # None: no answer of this model is known, so nothing hits
+    options_digest: str
+    prompt_version: str = field(default_factory=lambda: prompt.PROMPT_VERSION)
+
+    def key(self, call: Call) -> str | None:
+        if self.model_hash is None:
+            return None
+        # The whole history, also turns left out of prompts: a replay that never asks the model never
+        # leaves any out, and must still find the keys a recording run computed.
+        history = call.world.turns.get(call.source, [])[:call.turns_before]
+        return cache_key(model_hash=self.model_hash, prompt_version=self.prompt_version,
+                         spec_digest=json_digest(call.system), history=history, tool=call.tool.name,
+                         arguments=call.arguments, seed=call.seed, options_digest=self.options_digest)
+
+
+def options_digest(options: Any, context_size: int) -> str:
+    """The simulation options that change an answer (all but expose_prompt), and the context size."""
+    fields = {name: value for name, value in dataclasses.asdict(options).items() if name != "expose_prompt"}
+    return json_digest({**fields, "context_size": context_size})
+
+
+class CacheSource:
+    """A call seen before under the same key answers with the stored result."""
+
+    name = "cache"
+
+    def __init__(self, cache: ResponseCache, keys: CacheKeys):
+        self.cache = cache
+        self.keys = keys
+
+    def answer(self, call: Call) -> SimulationResult | None:
+        key = self.keys.key(call)
+        hit = None if key is None else self.cache.get(key)
+        if hit is None:
+            return None
+        return result_from_bytes(call.tool, hit.result, {"cached_at": hit.created_at})
+
+
+class CacheRecorder:
+    """Stores the model's answers (never a failed or cancelled simulation, never a faulted answer)."""
+
+    def __init__(self, cache: ResponseCache, keys: CacheKeys, model_name: str):
+        self.cache = cache
+        self.keys = keys
+        self.model_name = model_name
+
+    def observed(self, call: Call, result: SimulationResult, source: str) -> None:
+        if source != "model" or result.observation is None or result.meta.get(META_KEY, {}).get(FAULT_META):
+            return
+        key = self.keys.key(call)
+        if key is None or self.keys.model_hash is None:
+            return
+        try:
+            self.cache.put(key, result_bytes(result), model_hash=self.keys.model_hash, model_name=self.model_name,
+                           tool=call.tool.name, arguments=call.arguments, world=call.world.name)
+        except CacheError as exc:  # the answer stands; only its replay is lost, and the log says so
+            logger.error("answer of %s not cached: %s", call.tool.name, exc)
+
+
+def result_bytes(result: SimulationResult) -> bytes:
+    """The result as the client sees it, without the per-call _meta (latency, turn, world)."""
+    document: dict[str, Any] = {"content": [] if result.no_content else [{"type": "text", "text": result.text}]}
+    if result.structured is not None:
+        document["structuredContent"] = result.structured
+    document["isError"] = result.is_error
+    return json.dumps(document, ensure_ascii=False).encode()
+
+
+def result_from_bytes(tool: ToolSpec, data: bytes, meta: dict[str, Any]) -> SimulationResult:
+    """A stored result, answered again; only simulated tool failures are stored as errors."""
+    document = json.loads(data)
+    text = "\n".join(block.get("text", "") for block in document.get("content", []) if block.get("type") == "text")
+    is_error = bool(document.get("isError"))
+    result = _answer(tool, text, document.get("structuredContent"), is_error,
+                     {**meta, "simulated_error": True} if is_error else meta)
+    result.no_content = not document.get("content")
+    return result
