@@ -7,8 +7,11 @@ per put, and a put follows a model answer that took far longer; a get never sync
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -221,6 +224,27 @@ class ResponseCache:
 
 def _open(path: Path, create: bool) -> sqlite3.Connection:
     _check_file(path, create)
+    with _setting_up(path):
+        return _connect(path)
+
+
+@contextlib.contextmanager
+def _setting_up(path: Path) -> Iterator[None]:
+    """One process at a time checks and creates a cache: two creating the same new file at once could each
+    see the other's tables before its identity (seen under load), and refuse it as foreign. flock() on the
+    file itself is independent of SQLite's own fcntl() locks."""
+    try:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise CacheError(f"cannot open the response cache {path}: {exc}; check that its folder is writable") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
+
+
+def _connect(path: Path) -> sqlite3.Connection:
     try:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
