@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage
+from mcp_sim.resources import surface_prompt
 from mcp_sim.scenarios import DEFAULT_SCENARIO
 from mcp_sim.specs import Example, SpecSet, ToolSpec
 
@@ -90,6 +91,7 @@ def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = Fals
     parts = [ROLE, "# Input Definitions & Action Space"]
     for tool in spec_set.tools:
         parts.append(json.dumps(_prompt_definition(tool), ensure_ascii=False, separators=(",", ":")))
+    parts.extend(filter(None, [surface_prompt(spec_set.surface)]))
     if description or data is not None:
         parts.append("# World")
         if description:
@@ -188,6 +190,7 @@ def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False, scenario: 
     tools = "\n".join(json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":"))
                       for t in spec_set.tools)
     parts.append("# Input Definitions & Action Space\n\nYou can simulate the following tools:\n\n" + tools)
+    parts.extend(filter(None, [surface_prompt(spec_set.surface)]))
     parts.append(AGENTWORLD_REQUIREMENTS)
     demonstrations = [
         agentworld_turn(number, render_action(tool.name, example.arguments))

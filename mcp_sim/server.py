@@ -7,7 +7,6 @@ result shape, the optional `sim://world` resource) and onto the stdio and stream
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -24,6 +23,7 @@ from starlette.routing import Route
 
 from mcp_sim import __version__
 from mcp_sim.errors import BusyError, McpSimError
+from mcp_sim.resource_server import surface_handlers
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
 from mcp_sim.worlds.routing import choose_world
@@ -36,7 +36,6 @@ RequestContext = ServerRequestContext[Any, Any]
 WORLD_META_KEY = "mcp-sim/world"
 SESSION_META_KEY = "mcp-sim/session"  # the older name of the same key, still honoured
 SCENARIO_META_KEY = "mcp-sim/scenario"
-WORLD_RESOURCE_URI = "sim://world"
 INSTRUCTIONS = ("Every tool of this server is SIMULATED by a language world model: nothing is executed and "
                 "no real system is touched. Results carry _meta['mcp-sim/simulation'].simulated = true.")
 PROGRESS_INTERVAL_S = 0.25
@@ -70,9 +69,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
                                                                                "world": world}})
         return to_call_tool_result(result)
 
-    handlers: dict[str, Any] = {}
-    if expose_world:
-        handlers = _world_resource_handlers(simulator, world_scope)
+    # The specs' resources, templates and prompts, and sim://world (mcp_sim.resource_server).
+    handlers = surface_handlers(simulator, lambda ctx: request_world(ctx, world_scope), scheduler, expose_world)
     return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool, **handlers)
 
@@ -97,28 +95,6 @@ def transport_session_id(ctx: RequestContext) -> str | None:
     connection = getattr(ctx.session, "_connection", None)
     session_id = getattr(connection, "session_id", None)
     return str(session_id) if session_id else None
-
-
-def _world_resource_handlers(simulator: Simulator, world_scope: str) -> dict[str, Any]:
-    """`sim://world`: what the simulator believes about the caller's world, for a developer to read."""
-    resource = types.Resource(uri=WORLD_RESOURCE_URI, name="world", title="The simulated world",
-                              description="This world's scenario and every call answered in it (simulated).",
-                              mime_type="application/json")
-
-    async def list_resources(ctx: RequestContext,
-                             params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[resource])
-
-    async def read_resource(ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        if str(params.uri) != WORLD_RESOURCE_URI:
-            raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri}; this server has {WORLD_RESOURCE_URI}")
-        name, _ = request_world(ctx, world_scope)
-        world = simulator.worlds.find(name)
-        state = simulator.worlds.export(world) if world else {"name": name, "calls": 0, "history": {}}
-        return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=WORLD_RESOURCE_URI, mime_type="application/json", text=json.dumps(state, ensure_ascii=False))])
-
-    return {"on_list_resources": list_resources, "on_read_resource": read_resource}
 
 
 async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: types.CallToolRequestParams,

@@ -17,6 +17,7 @@ from mcp_sim.engines.base import Engine
 from mcp_sim.errors import McpSimError
 from mcp_sim.model_answer import ModelAnswerer
 from mcp_sim.prompt import Turn, render_action, system_prompt
+from mcp_sim.resource_reads import read_tool
 from mcp_sim.specs import Catalog, SpecSet, ToolSpec, validation_error
 from mcp_sim.worlds import DEFAULT_WORLD, World, Worlds
 from mcp_sim.worlds.world import WorldError
@@ -101,7 +102,18 @@ class Simulator:
         an unknown tool raises UnknownToolError, and an engine that cannot answer raises EngineError. The
         world is created from `scenario` (default: the server's) on its first call; a bad world or scenario
         name is an is_error result too."""
-        tool = self.tool(name)
+        return self.answer_call(self.tool(name), arguments, world, on_progress, cancel, scenario)
+
+    def read_resource(self, uri: str, world: str = DEFAULT_WORLD,
+                      on_progress: Callable[[int, int], None] | None = None,
+                      cancel: threading.Event | None = None, scenario: str | None = None) -> SimulationResult:
+        """Answer a resources/read that the spec leaves to the model: a call in the world (see resource_reads).
+        A URI no spec declares raises UnknownResourceError."""
+        return self.answer_call(read_tool(self.catalog, uri), {"uri": uri}, world, on_progress, cancel, scenario)
+
+    def answer_call(self, tool: ToolSpec, arguments: dict[str, Any] | None, world: str,
+                    on_progress: Callable[[int, int], None] | None, cancel: threading.Event | None,
+                    scenario: str | None) -> SimulationResult:
         arguments = {} if arguments is None else arguments
         started = time.perf_counter()
         base_meta: dict[str, Any] = {"simulated": True, "model": self.engine.name, "world": world}

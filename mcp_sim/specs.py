@@ -14,6 +14,7 @@ from jsonschema.validators import validator_for
 
 from mcp_sim.errors import SpecError
 from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
+from mcp_sim.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
 from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_scenarios
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -23,7 +24,7 @@ TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "a
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 X_SIM_FIELDS = {"examples", "fixtures"}
-FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta"}
+FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class SpecSet:
     scenarios: dict[str, Scenario] = field(default_factory=dict)
     # The scenario a new world of this file starts from unless it asks for another.
     default_scenario: str = DEFAULT_SCENARIO
+    # Its resources, resource templates and prompts (mcp_sim.resources).
+    surface: Surface = field(default_factory=Surface)
 
     def world_state(self, scenario: str) -> tuple[str | None, Any]:
         """The world's description and seed data in `scenario` (the default one when this file lacks it)."""
@@ -117,6 +120,7 @@ def load_catalog(paths: list[str | Path]) -> Catalog:
         if spec_set is not None:
             spec_sets.append(spec_set)
     _check_unique_names(spec_sets, problems)
+    check_unique_surface([spec_set.surface for spec_set in spec_sets], problems)
     if problems:
         raise SpecError(problems)
     return Catalog(spec_sets)
@@ -160,12 +164,12 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
         return None
     source = str(path)
     world: tuple[str | None, Any, dict[str, Scenario], str] = (None, None, {}, DEFAULT_SCENARIO)
-    if isinstance(document, dict) and "tools" in document:
+    if isinstance(document, dict) and ("tools" in document or SURFACE_FIELDS & set(document)):
         for key in sorted(set(document) - FILE_FIELDS):
             problems.append(f"{source}: unknown top-level field {key!r} (allowed: {', '.join(sorted(FILE_FIELDS))})")
         world = _parse_world(document.get("world"), source, problems)
         _check_server(document.get("server"), source, problems)
-        raw_tools = document["tools"]
+        raw_tools = document.get("tools", [])
         pointer = "/tools"
     elif isinstance(document, list):
         raw_tools, pointer = document, ""
@@ -178,6 +182,8 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
         problems.append(f"{source}#{pointer}: 'tools' must be a list")
         return None
     spec_set = SpecSet(source, [], *world)
+    if isinstance(document, dict):
+        spec_set.surface = parse_surface(document, source, problems)
     for index, raw in enumerate(raw_tools):
         where = f"{source}#{pointer}/{index}" if pointer is not None else f"{source}#"
         tool = _parse_tool(raw, where, problems)

@@ -117,7 +117,8 @@ async def test_the_world_resource_shows_what_the_simulator_believes(server: str)
     async with Client(f"{server}?world=inspected", read_timeout_seconds=300) as client:
         await client.call_tool("drop_cache", {"cache": "redis"})
         listed = await client.list_resources()
-        assert [str(r.uri) for r in listed.resources] == ["sim://world"]
+        # files.yaml's own resource first, then the world
+        assert [str(r.uri) for r in listed.resources] == ["docs://files/README.md", "sim://world"]
         read = await client.read_resource("sim://world")
     state = json.loads(read.contents[0].text)  # type: ignore[union-attr]
     assert state["name"] == "inspected" and state["calls"] == 1

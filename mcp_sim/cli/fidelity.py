@@ -38,7 +38,10 @@ def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
     from mcp_sim.fidelity.upstream import parse_env, run_upstream, server_target
 
     target = server_target(server_command, url, parse_env(env_pairs))
-    document = spec_document(run_upstream(fetch_server, target))
+    server = run_upstream(fetch_server, target)
+    for note in server.surface.notes:
+        click.echo(note, err=True)
+    document = spec_document(server)
     invalid = invalid_tools(document)
     if invalid and not skip_invalid:
         listed = "\n".join(f"  - tool {name!r}{p}" for name, found in invalid.items() for p in found)
@@ -53,7 +56,10 @@ def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    click.echo(f"wrote {out}: {len(document['tools'])} tool(s) of {document['server']['name']}", err=True)
+    extra = ", ".join(f"{len(document[key])} {key}" for key in ("resources", "resourceTemplates", "prompts")
+                      if key in document)
+    click.echo(f"wrote {out}: {len(document['tools'])} tool(s){', ' + extra if extra else ''} of "
+               f"{document['server']['name']}", err=True)
 
 
 @click.command(context_settings=PASSTHROUGH)

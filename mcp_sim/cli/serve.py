@@ -114,6 +114,7 @@ def check(specs: tuple[str, ...]) -> None:
     """Check spec files and summarize them; exit 1 on any problem."""
     from mcp_sim.engines.llama import LlamaEngine
     from mcp_sim.grammar_schema import prepare_for_grammar
+    from mcp_sim.resources import surface_summary
 
     try:
         catalog = load_catalog(list(specs))
@@ -134,6 +135,8 @@ def check(specs: tuple[str, ...]) -> None:
             flags = [k for k, v in (tool.annotations or {}).items() if v is True]
             examples = f", {len(tool.examples)} example(s)" if tool.examples else ""
             click.echo(f"  {tool.name}: {output}{examples}" + (f" [{', '.join(flags)}]" if flags else ""))
+        if spec_set.surface:
+            click.echo(f"  {surface_summary(spec_set.surface)}")
     click.echo(f"OK: {len(catalog.tools)} tool(s) in {len(catalog.spec_sets)} file(s)")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import yaml
 from mcp import StdioServerParameters
 
 from mcp_sim.errors import McpSimError, SpecError
+from mcp_sim.fidelity.mirror_surface import MirroredSurface, fetch_surface
 from mcp_sim.fidelity.upstream import connect, list_all_tools
 from mcp_sim.specs import load_catalog
 
@@ -26,10 +27,12 @@ class MirroredServer:
     version: str | None
     instructions: str | None
     tools: list[dict[str, Any]]  # each an MCP Tool exactly as the server listed it (camelCase)
+    # Its resources, resource templates and prompts (mcp_sim.fidelity.mirror_surface).
+    surface: MirroredSurface = field(default_factory=MirroredSurface)
 
 
 async def fetch_server(target: StdioServerParameters | str) -> MirroredServer:
-    """Connect, page through tools/list, and keep everything a spec needs."""
+    """Connect, page through tools/list (and the resource and prompt lists), and keep everything a spec needs."""
     async with connect(target) as client:
         tools = await list_all_tools(client)
         info = client.server_info
@@ -37,14 +40,16 @@ async def fetch_server(target: StdioServerParameters | str) -> MirroredServer:
             name=info.name if info else "unnamed-server",
             version=info.version if info else None,
             instructions=client.instructions,
-            tools=[tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools])
+            tools=[tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools],
+            surface=await fetch_surface(client))
 
 
 def spec_document(server: MirroredServer) -> dict[str, Any]:
     """The spec: the server's identity, its name and instructions as the world, its tools as listed."""
     description = f"{server.name}: {server.instructions}" if server.instructions else server.name
     identity = {"name": server.name, **({"version": server.version} if server.version else {})}
-    return {"server": identity, "world": {"description": description}, "tools": server.tools}
+    return {"server": identity, "world": {"description": description}, "tools": server.tools,
+            **server.surface.document_fields()}
 
 
 def tool_problems(tool: dict[str, Any]) -> list[str]:

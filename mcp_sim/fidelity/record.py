@@ -19,7 +19,8 @@ from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.fidelity.traces import Redactor, TraceRecord, TraceWriter, read_traces, replace_text
+from mcp_sim.fidelity.record_surface import surface_proxy_handlers
+from mcp_sim.fidelity.traces import TOOL_CALL, Redactor, TraceRecord, TraceWriter, read_traces, replace_text
 from mcp_sim.fidelity.upstream import connect
 from mcp_sim.server import RequestContext, serve_http, serve_stdio, transport_session_id
 
@@ -37,7 +38,7 @@ class Recorder:
         self._lock = threading.Lock()
         if writer.path.exists() and writer.path.stat().st_size:
             # Appending to an earlier file: a reused session name continues its step count.
-            for record in read_traces([writer.path]):
+            for record in read_traces([writer.path], kinds=None):
                 self._steps[record.session] = max(self._steps.get(record.session, 0), record.step)
 
     def next_step(self, session: str) -> int:
@@ -46,14 +47,14 @@ class Recorder:
             return self._steps[session]
 
     def record(self, session: str, step: int, tool: str, arguments: dict[str, Any], result: dict[str, Any],
-               latency_ms: float, protocol_error: int | None = None) -> TraceRecord:
+               latency_ms: float, protocol_error: int | None = None, kind: str = TOOL_CALL) -> TraceRecord:
         record = TraceRecord(
             session=session, step=step, tool=tool,
             arguments=replace_text(self.redactor.value(arguments), self.replacements),
             result=replace_text(self.redactor.result(result), self.replacements),
             is_error=bool(result.get("isError")), latency_ms=round(latency_ms, 1), server=self.server_name,
             recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            protocol_error=protocol_error)
+            protocol_error=protocol_error, kind=kind)
         self.writer.write(record)
         return record
 
@@ -92,8 +93,10 @@ def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str) 
                         (time.perf_counter() - started) * 1000)
         return result
 
+    # Resources, templates and prompts, when the real server has them (mcp_sim.fidelity.record_surface).
+    surface = surface_proxy_handlers(upstream, recorder, lambda ctx: transport_session_id(ctx) or default_session)
     return Server(info.name if info else "mcp-sim-record", version=info.version if info else "",
-                  instructions=upstream.instructions, on_list_tools=list_tools, on_call_tool=call_tool)
+                  instructions=upstream.instructions, on_list_tools=list_tools, on_call_tool=call_tool, **surface)
 
 
 async def _forward(upstream: Client, ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -13,6 +13,9 @@ from typing import IO, Any
 from mcp_sim.errors import McpSimError
 
 REDACTED = "[REDACTED]"
+# What a record holds: a tool call (every record before resources were recorded), a resource read (`tool`
+# is the URI, `arguments` {"uri": ...}) or a prompt get (`tool` is the prompt's name).
+TOOL_CALL, RESOURCE_READ, PROMPT_GET = "tools/call", "resources/read", "prompts/get"
 DEFAULT_REDACT_PATTERNS = (r"(?i)(pass(word|wd)?|secret|token|api[_-]?key|authorization|cookie|credential)",)
 
 
@@ -36,11 +39,15 @@ class TraceRecord:
     recorded_at: str = ""
     # Set when the server answered with a JSON-RPC error instead of a result: its error code.
     protocol_error: int | None = field(default=None)
+    # The MCP method recorded; left out of the line for tool calls, so old traces read as they always did.
+    kind: str = TOOL_CALL
 
     def to_json(self) -> str:
         data = asdict(self)
         if data["protocol_error"] is None:
             del data["protocol_error"]
+        if data["kind"] == TOOL_CALL:
+            del data["kind"]
         return json.dumps(data, ensure_ascii=False)
 
     @property
@@ -63,8 +70,9 @@ def result_text(result: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def read_traces(paths: Sequence[str | Path]) -> list[TraceRecord]:
-    """Every record of the named JSONL files, in file order; a bad line is an error naming it."""
+def read_traces(paths: Sequence[str | Path], kinds: Collection[str] | None = (TOOL_CALL,)) -> list[TraceRecord]:
+    """The records of the named JSONL files of these `kinds` (default: tool calls, what learn, eval and
+    cassettes use; None: all), in file order; a bad line is an error naming it."""
     records: list[TraceRecord] = []
     for path in map(Path, paths):
         try:
@@ -72,8 +80,9 @@ def read_traces(paths: Sequence[str | Path]) -> list[TraceRecord]:
         except OSError as exc:
             raise TraceError(f"cannot read trace file {path}: {exc}") from None
         for number, line in enumerate(lines, 1):
-            if line.strip():
-                records.append(_parse_line(line, f"{path}:{number}"))
+            record = _parse_line(line, f"{path}:{number}") if line.strip() else None
+            if record is not None and (kinds is None or record.kind in kinds):
+                records.append(record)
     return records
 
 

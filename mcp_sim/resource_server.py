@@ -1,0 +1,151 @@
+"""The MCP handlers for the specs' resources, resource templates and prompts, and the optional `sim://world`.
+
+Prompts and resources with content are served as written; every other read is a call in the caller's world,
+answered by the simulator (Simulator.read_resource) under the same scheduler as tools/call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from mcp_sim.calls import META_KEY, SimulationResult
+from mcp_sim.errors import BusyError, McpSimError
+from mcp_sim.resource_reads import UnknownResourceError, read_target
+from mcp_sim.resources import ResourceSpec, Surface, find_prompt, prompt_problem
+from mcp_sim.scheduler import FairScheduler
+from mcp_sim.simulator import Simulator
+
+logger = logging.getLogger(__name__)
+
+RequestContext = ServerRequestContext[Any, Any]
+# The world (and the scenario for a new one) a request names: mcp_sim.server.request_world.
+WorldOf = Callable[[RequestContext], tuple[str, "str | None"]]
+WORLD_RESOURCE_URI = "sim://world"
+# SEP-2164 (and the SDK's own MCPServer): an unknown resource is invalid params; -32002 is retired.
+RESOURCE_NOT_FOUND = types.INVALID_PARAMS
+
+
+def surface_handlers(simulator: Simulator, world_of: WorldOf, scheduler: FairScheduler,
+                     expose_world: bool = False) -> dict[str, Any]:
+    """The `on_*` keyword arguments of the low-level Server for what the specs declare besides tools (none
+    when they declare nothing and the world is not exposed, so no capability is advertised in vain)."""
+    surfaces = [spec_set.surface for spec_set in simulator.catalog.spec_sets]
+    handlers: dict[str, Any] = {}
+    if expose_world or any(s.resources or s.templates for s in surfaces):
+        handlers.update(_resource_handlers(simulator, surfaces, world_of, scheduler, expose_world))
+    if any(s.prompts for s in surfaces):
+        handlers.update(_prompt_handlers(surfaces))
+    return handlers
+
+
+def _resource_handlers(simulator: Simulator, surfaces: list[Surface], world_of: WorldOf,
+                       scheduler: FairScheduler, expose_world: bool) -> dict[str, Any]:
+    resources = [types.Resource.model_validate(r.declared) for s in surfaces for r in s.resources]
+    if expose_world:
+        resources.append(WORLD_RESOURCE)
+    templates = [types.ResourceTemplate.model_validate(t.declared) for s in surfaces for t in s.templates]
+
+    async def list_resources(ctx: RequestContext,
+                             params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=resources)
+
+    async def list_templates(ctx: RequestContext,
+                             params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def read_resource(ctx: RequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if expose_world and uri == WORLD_RESOURCE_URI:
+            return _world_contents(simulator, world_of(ctx)[0])
+        try:
+            target = read_target(simulator.catalog, uri)
+        except UnknownResourceError:
+            raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: unknown resource {uri} (this server has "
+                           f"{len(resources)} resource(s) and {len(templates)} template(s))", {"uri": uri}) from None
+        if isinstance(target, ResourceSpec) and target.has_content:
+            return types.ReadResourceResult(contents=[_written_contents(target)])
+        world, scenario = world_of(ctx)
+        result = await _read_in_world(simulator, scheduler, uri, world, scenario)
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, mime_type=target.mime_type, text=result.text)], _meta=result.meta)
+
+    return {"on_list_resources": list_resources, "on_list_resource_templates": list_templates,
+            "on_read_resource": read_resource}
+
+
+def _written_contents(resource: ResourceSpec) -> types.TextResourceContents | types.BlobResourceContents:
+    if resource.blob is not None:
+        return types.BlobResourceContents(uri=resource.uri, mime_type=resource.mime_type, blob=resource.blob)
+    return types.TextResourceContents(uri=resource.uri, mime_type=resource.mime_type, text=resource.text or "")
+
+
+async def _read_in_world(simulator: Simulator, scheduler: FairScheduler, uri: str, world: str,
+                         scenario: str | None) -> SimulationResult:
+    """The model's answer to the read, in the world's turn; an answer that is no content is a JSON-RPC error
+    (a read has no isError result): a simulated failure as not found, the rest as internal errors."""
+    cancel = threading.Event()
+
+    def run() -> SimulationResult:
+        return simulator.read_resource(uri, world, cancel=cancel, scenario=scenario)
+
+    try:
+        async with scheduler.slot(world):
+            result = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+    except BusyError as exc:
+        raise MCPError(types.INTERNAL_ERROR, str(exc), {"uri": uri}) from None
+    except McpSimError as exc:
+        logger.error("simulated read of %s failed: %s", uri, exc)
+        raise MCPError(types.INTERNAL_ERROR, f"Simulation failed: {exc}", {"uri": uri}) from None
+    except anyio.get_cancelled_exc_class():
+        cancel.set()
+        raise
+    if result.is_error:
+        simulated = result.meta.get(META_KEY, {})
+        code = RESOURCE_NOT_FOUND if simulated.get("simulated_error") or simulated.get("stage") == "world" \
+            else types.INTERNAL_ERROR
+        raise MCPError(code, result.text, {"uri": uri, **result.meta})
+    return result
+
+
+def _prompt_handlers(surfaces: list[Surface]) -> dict[str, Any]:
+    prompts = [types.Prompt.model_validate(p.declared) for s in surfaces for p in s.prompts]
+
+    async def list_prompts(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=prompts)
+
+    async def get_prompt(ctx: RequestContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        prompt = find_prompt(surfaces, params.name)
+        if prompt is None:
+            known = ", ".join(p.name for p in prompts)
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {params.name!r}. This server has: {known}")
+        arguments = params.arguments or {}
+        problem = prompt_problem(prompt, arguments)
+        if problem:
+            raise MCPError(types.INVALID_PARAMS, problem)
+        messages = [types.PromptMessage.model_validate(m) for m in prompt.render(arguments)]
+        return types.GetPromptResult(description=prompt.declared.get("description"), messages=messages)
+
+    return {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+
+
+WORLD_RESOURCE = types.Resource(uri=WORLD_RESOURCE_URI, name="world", title="The simulated world",
+                                description="This world's scenario and every call answered in it (simulated).",
+                                mime_type="application/json")
+
+
+def _world_contents(simulator: Simulator, name: str) -> types.ReadResourceResult:
+    """`sim://world`: what the simulator believes about the caller's world, for a developer to read."""
+    world = simulator.worlds.find(name)
+    state = simulator.worlds.export(world) if world else {"name": name, "calls": 0, "history": {}}
+    return types.ReadResourceResult(contents=[types.TextResourceContents(
+        uri=WORLD_RESOURCE_URI, mime_type="application/json", text=json.dumps(state, ensure_ascii=False))])
