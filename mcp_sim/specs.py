@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import yaml
@@ -14,6 +14,9 @@ from jsonschema.validators import validator_for
 
 from mcp_sim.errors import SpecError
 from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_scenarios
+
+if TYPE_CHECKING:
+    from mcp_sim.rehearsal.faults import FaultRule
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 # MCP's tool-name rule (SEP-986): 1-128 of letters, digits, '_', '-', '.'.
@@ -46,6 +49,7 @@ class ToolSpec:
     spec_set: SpecSet | None = field(default=None, repr=False)
     # Every MCP field as the spec wrote it (icons, _meta, execution included), without mcp-sim's x-sim.
     declared: dict[str, Any] = field(default_factory=dict, repr=False)
+    faults: list[FaultRule] = field(default_factory=list)  # x-sim.faults: this tool's bad days
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
@@ -246,12 +250,13 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     if annotations is not None:
         _check_annotations(annotations, f"{label}/annotations", problems)
     examples = _parse_examples(raw.get("x-sim"), label, input_schema, output_schema, problems)
+    faults = _parse_faults(raw.get("x-sim"), name, f"{where}/x-sim/faults", problems)
     if len(problems) > before:
         return None
     assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
-                    examples=examples, declared={k: v for k, v in raw.items() if k != "x-sim"})
+                    examples=examples, declared={k: v for k, v in raw.items() if k != "x-sim"}, faults=faults)
 
 
 def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> None:
@@ -284,8 +289,8 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
                     problems: list[str]) -> list[Example]:
     if raw is None:
         return []
-    if not isinstance(raw, dict) or set(raw) - {"examples"}:
-        problems.append(f"{label}/x-sim: must be a mapping with 'examples'")
+    if not isinstance(raw, dict) or set(raw) - {"examples", "faults"}:
+        problems.append(f"{label}/x-sim: must be a mapping with 'examples' and/or 'faults'")
         return []
     raw_examples = raw.get("examples") or []
     if not isinstance(raw_examples, list):
@@ -311,6 +316,19 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
             problems.append(f"{where}/result: this tool has no outputSchema, so its result must be text")
         examples.append(Example(item["arguments"], item["result"], is_error, scenario))
     return examples
+
+
+def _parse_faults(raw: Any, name: str, where: str, problems: list[str]) -> list[FaultRule]:
+    if not isinstance(raw, dict) or "faults" not in raw:
+        return []
+    # Imported here: the fault rules import the simulator, which imports this module.
+    from mcp_sim.rehearsal.faults import FaultFileError, rules_from_spec
+
+    try:
+        return rules_from_spec(name, raw["faults"], where)
+    except FaultFileError as exc:
+        problems.extend(exc.problems)
+        return []
 
 
 def _validate_instance(instance: Any, schema: Any, where: str, problems: list[str]) -> None:

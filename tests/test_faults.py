@@ -89,8 +89,9 @@ def fault(kind: str, token: int = 0, **params: Any) -> Fault:
 
 
 def example(name: str) -> SimulationResult:
-    """The spec's first example as the world model would have answered it."""
-    tool, value = TOOLS[name], TOOLS[name].examples[0].result
+    """The spec's first successful example as the world model would have answered it."""
+    tool = TOOLS[name]
+    value = next(e.result for e in tool.examples if not e.is_error)
     if tool.output_schema is None:
         return SimulationResult(value, meta={META_KEY: {"simulated": True, "turn": 1}})
     return SimulationResult(json.dumps(value), value, meta={META_KEY: {"simulated": True, "turn": 1}})
@@ -362,7 +363,9 @@ def test_a_real_client_rejects_a_malformed_result_and_accepts_the_untouched_one(
 
 
 def test_malformed_leaves_out_structured_content_when_no_value_can_break_the_schema() -> None:
-    tool = ToolSpec(name="anything", input_schema={"type": "object"}, output_schema={"type": "object"})
+    schemas = {"inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}
+    tool = ToolSpec(name="anything", input_schema={"type": "object"}, output_schema={"type": "object"},
+                    declared={"name": "anything", **schemas})  # advertised with its outputSchema
     broken = transform(fault("malformed"), SimulationResult("{}", {}), tool)
     assert broken.structured is None and "left out" in broken.meta[META_KEY]["faults"][0]["note"]
     assert "has an output schema but did not return structured content" in rejected(tool, broken)
