@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mcp_sim.calls import META_KEY, Call, CallObserver, SimulationResult
 from mcp_sim.errors import ProtocolFault
@@ -122,7 +122,7 @@ class FaultInjector:
                 "(an injected timeout that no client cancelled).")
         return SimulationResult(text, is_error=True, meta={"stage": "fault", "faults": [entry]})
 
-    def _raise_protocol_error(self, call: Call, fault: Fault, labels: Labels) -> None:
+    def _raise_protocol_error(self, call: Call, fault: Fault, labels: Labels) -> NoReturn:
         code, message = protocol_error(fault)
         entries = [*labels, _applied(fault, call)]
         if self.witness is not None:  # the simulator never settles this call: tell the ledger here
