@@ -69,6 +69,41 @@ class ModelAnswerer:
             meta["prompt"] = [{"role": m.role, "content": m.content} for m in messages]
         return self._result(call.tool, attempt, meta)
 
+    def failure(self, call: Call, instruction: str, read: Callable[[str], str | None]) -> SimulationResult | None:
+        """A failure the model writes for CALL: decoded as {"error": ...} with INSTRUCTION after the call (in
+        this prompt only, never in the world's history) and READ into the tool's error text; None when no
+        attempt gave one. The result is an isError that the world's history keeps."""
+        started = time.perf_counter()
+        messages, dropped = self.fit_to_context(call)
+        messages[-1] = ChatMessage(messages[-1].role, f"{messages[-1].content}\n\n{instruction}")
+        # Short enough to finish within max_tokens (about three characters a token).
+        length = max(16, min(self.options.max_string * 2, 3 * self.options.max_tokens))
+        spent, message = 0, None
+        for number in range(self.options.attempts):
+            generation = self.engine.generate(self._failure_request(call, messages, length, number))
+            spent += generation.completion_tokens
+            message = None if generation.finish_reason == "cancelled" else read(extract_observation(generation.text))
+            if message is not None or generation.finish_reason == "cancelled":
+                break
+        if message is None:
+            return None
+        meta = {"simulated_error": True, "dropped_turns": dropped, "prompt_tokens": generation.prompt_tokens,
+                "completion_tokens": spent, "attempts": number + 1,
+                "model_ms": round((time.perf_counter() - started) * 1000, 1)}
+        return SimulationResult(message, is_error=True, meta=meta,
+                                observation=render_error(message, call.tool.output_schema is not None))
+
+    def _failure_request(self, call: Call, messages: list[ChatMessage], length: int,
+                         number: int) -> GenerationRequest:
+        opts = self.options
+        return GenerationRequest(
+            messages=messages, max_tokens=opts.max_tokens, json_schema=error_schema(length),
+            schema_key=f"mcp-sim/error:{length}",
+            temperature=opts.temperature + 0.25 * number, top_p=opts.top_p, top_k=opts.top_k,
+            repeat_penalty=opts.repeat_penalty, seed=None if call.seed is None else call.seed + number,
+            cache_key=f"{call.world.name}|{call.source}", think=opts.think, think_budget=opts.think_budget,
+            cancel=call.cancel)
+
     def _result(self, tool: ToolSpec, attempt: _Attempt, meta: dict[str, Any]) -> SimulationResult:
         if attempt.problem is not None:
             return SimulationResult(self._failure_text(tool, attempt), is_error=True,

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.routing import Route
 
 from mcp_sim import __version__
-from mcp_sim.errors import BusyError, McpSimError
+from mcp_sim.errors import BusyError, McpSimError, ProtocolFault
 from mcp_sim.resource_server import surface_handlers
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
@@ -64,6 +64,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         try:
             async with scheduler.slot(world):
                 result = await _simulate_off_loop(simulator, ctx, params, world, scenario)
+        except ProtocolFault as exc:  # an injected fault: the client gets the JSON-RPC error it asked for
+            raise MCPError(exc.code, exc.message) from None
         except BusyError as exc:
             result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "queue",
                                                                                "world": world}})
@@ -118,6 +120,8 @@ async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: 
         try:
             return simulator.simulate(params.name, params.arguments, world, on_progress=on_progress,
                                       cancel=cancel, scenario=scenario)
+        except ProtocolFault:
+            raise
         except McpSimError as exc:
             logger.error("simulation of %s failed: %s", params.name, exc)
             return SimulationResult(f"Simulation failed: {exc}", is_error=True,

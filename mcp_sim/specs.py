@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import yaml
@@ -17,13 +17,16 @@ from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
 from mcp_sim.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
 from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_scenarios
 
+if TYPE_CHECKING:
+    from mcp_sim.rehearsal.faults import FaultRule
+
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 # MCP's tool-name rule (SEP-986): 1-128 of letters, digits, '_', '-', '.'.
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-X_SIM_FIELDS = {"examples", "fixtures"}
+X_SIM_FIELDS = {"examples", "fixtures", "faults"}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 
@@ -51,6 +54,7 @@ class ToolSpec:
     spec_set: SpecSet | None = field(default=None, repr=False)
     # Every MCP field as the spec wrote it (icons, _meta, execution included), without mcp-sim's x-sim.
     declared: dict[str, Any] = field(default_factory=dict, repr=False)
+    faults: list[FaultRule] = field(default_factory=list)  # x-sim.faults: this tool's bad days
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
@@ -263,12 +267,14 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
         _check_annotations(annotations, f"{label}/annotations", problems)
     examples = _parse_examples(raw.get("x-sim"), label, input_schema, output_schema, problems)
     fixtures = _parse_fixtures(raw.get("x-sim"), ToolShape(name, input_schema, output_schema), label, problems)
+    faults = _parse_faults(raw.get("x-sim"), name, f"{where}/x-sim/faults", problems)
     if len(problems) > before:
         return None
     assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
-                    examples=examples, fixtures=fixtures, declared={k: v for k, v in raw.items() if k != "x-sim"})
+                    examples=examples, fixtures=fixtures, faults=faults,
+                    declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
 def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> None:
@@ -302,7 +308,7 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
     if raw is None:
         return []
     if not isinstance(raw, dict) or set(raw) - X_SIM_FIELDS:
-        problems.append(f"{label}/x-sim: must be a mapping with 'examples' and/or 'fixtures'")
+        problems.append(f"{label}/x-sim: must be a mapping with 'examples', 'fixtures' and/or 'faults'")
         return []
     raw_examples = raw.get("examples") or []
     if not isinstance(raw_examples, list):
@@ -337,6 +343,19 @@ def _parse_fixtures(raw: Any, tool: ToolShape, label: str, problems: list[str]) 
     fixtures, found = parse_fixtures(raw.get("fixtures"), tool, f"{label}/x-sim/fixtures")
     problems.extend(found)
     return fixtures
+
+
+def _parse_faults(raw: Any, name: str, where: str, problems: list[str]) -> list[FaultRule]:
+    if not isinstance(raw, dict) or "faults" not in raw:
+        return []
+    # Imported here: the fault rules import the simulator, which imports this module.
+    from mcp_sim.rehearsal.faults import FaultFileError, rules_from_spec
+
+    try:
+        return rules_from_spec(name, raw["faults"], where)
+    except FaultFileError as exc:
+        problems.extend(exc.problems)
+        return []
 
 
 def _validate_instance(instance: Any, schema: Any, where: str, problems: list[str]) -> None:

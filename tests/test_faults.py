@@ -363,7 +363,9 @@ def test_a_real_client_rejects_a_malformed_result_and_accepts_the_untouched_one(
 
 
 def test_malformed_leaves_out_structured_content_when_no_value_can_break_the_schema() -> None:
-    tool = ToolSpec(name="anything", input_schema={"type": "object"}, output_schema={"type": "object"})
+    schemas = {"inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}
+    tool = ToolSpec(name="anything", input_schema={"type": "object"}, output_schema={"type": "object"},
+                    declared={"name": "anything", **schemas})  # advertised with its outputSchema
     broken = transform(fault("malformed"), SimulationResult("{}", {}), tool)
     assert broken.structured is None and "left out" in broken.meta[META_KEY]["faults"][0]["note"]
     assert "has an output schema but did not return structured content" in rejected(tool, broken)

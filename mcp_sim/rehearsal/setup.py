@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcp_sim.rehearsal.bad_day_setup import attach_bad_day
 from mcp_sim.rehearsal.replay_setup import attach_replay
 from mcp_sim.simulator import Simulator
 
@@ -25,3 +26,4 @@ class RehearsalSettings:
 def attach(simulator: Simulator, settings: RehearsalSettings) -> None:
     """Give `simulator` the sources, observers and faults that `settings` ask for."""
     attach_replay(simulator, settings)
+    attach_bad_day(simulator, settings)  # --faults, x-sim.faults and --ledger

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 # A fault hook that changes a model answer marks it with this key in _meta["mcp-sim/simulation"]: such an
 # answer is not the model's and is never cached.
-FAULT_META = "fault"
+FAULT_META = "faults"  # the labels mcp_sim.rehearsal.fault_hook puts there
 
 
 def _answer(tool: ToolSpec, text: str, structured: dict[str, Any] | None, is_error: bool,
