@@ -20,8 +20,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_sim.cli import cli
 from mcp_sim.engines.base import Generation, GenerationRequest
 from mcp_sim.errors import ProtocolFault, SpecError
+from mcp_sim.rehearsal.fault_effects import injections, model_error_instruction
 from mcp_sim.rehearsal.fault_hook import FaultInjector, plan_rules
-from mcp_sim.rehearsal.faults import AFTER_MODEL, BEFORE_MODEL, FaultFileError, injections, model_error_instruction
+from mcp_sim.rehearsal.faults import AFTER_MODEL, BEFORE_MODEL, FaultFileError
 from mcp_sim.rehearsal.ledger import LedgerError, read_ledger
 from mcp_sim.rehearsal.setup import RehearsalSettings, attach
 from mcp_sim.server import create_server

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_sim.cli import cli
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.rehearsal.faults import model_error_instruction
+from mcp_sim.rehearsal.fault_effects import model_error_instruction
 from mcp_sim.rehearsal.ledger import read_ledger
 from mcp_sim.rehearsal.setup import RehearsalSettings, attach
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator

@@ -19,6 +19,18 @@ from mcp.server.lowlevel import Server
 from mcp_sim.engines.base import GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.prompt import build_messages, error_schema, render_action, system_prompt
+from mcp_sim.rehearsal.fault_effects import (
+    delay_seconds,
+    error_from_model,
+    error_result,
+    immediate_result,
+    injections,
+    is_timeout,
+    model_error_instruction,
+    needs_model_error,
+    protocol_error,
+    transform,
+)
 from mcp_sim.rehearsal.faults import (
     AFTER_MODEL,
     BEFORE_MODEL,
@@ -27,19 +39,9 @@ from mcp_sim.rehearsal.faults import (
     FaultPlan,
     FaultRule,
     ResultMemory,
-    delay_seconds,
-    error_from_model,
-    error_result,
-    immediate_result,
-    injections,
-    is_timeout,
     label,
     load_faults,
-    model_error_instruction,
-    needs_model_error,
-    protocol_error,
     rules_from_spec,
-    transform,
     unmatched,
 )
 from mcp_sim.simulator import META_KEY, SimulationResult

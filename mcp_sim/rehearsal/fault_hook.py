@@ -17,6 +17,17 @@ from mcp_sim.calls import META_KEY, Call, CallObserver, SimulationResult
 from mcp_sim.errors import ProtocolFault
 from mcp_sim.model_answer import ModelAnswerer
 from mcp_sim.prompt import render_error
+from mcp_sim.rehearsal.fault_effects import (
+    delay_seconds,
+    error_from_model,
+    error_result,
+    immediate_result,
+    is_timeout,
+    model_error_instruction,
+    needs_model_error,
+    protocol_error,
+    transform,
+)
 from mcp_sim.rehearsal.faults import (
     AFTER_MODEL,
     Fault,
@@ -24,17 +35,8 @@ from mcp_sim.rehearsal.faults import (
     FaultPlan,
     FaultRule,
     ResultMemory,
-    delay_seconds,
-    error_from_model,
-    error_result,
-    immediate_result,
-    is_timeout,
     label,
     load_faults,
-    model_error_instruction,
-    needs_model_error,
-    protocol_error,
-    transform,
     unmatched,
 )
 from mcp_sim.specs import Catalog
