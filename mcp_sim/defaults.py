@@ -15,6 +15,8 @@ CONTEXT_DROP_FRACTION = 0.25
 CONTEXT_SHIFT = True
 # Flash attention in llama.cpp (measured in docs/BENCHMARKS.md).
 FLASH_ATTN = False
+# Check the output grammar against each sampled token, filtering the whole vocabulary only on a rejection.
+LAZY_GRAMMAR = False
 
 # Sampling.
 MAX_TOKENS = 512

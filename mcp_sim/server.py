@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -23,10 +23,13 @@ from mcp.shared.exceptions import MCPError
 from starlette.routing import Route
 
 from mcp_sim import __version__
-from mcp_sim.errors import BusyError, McpSimError
+from mcp_sim.errors import BusyError, EngineError, McpSimError
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
 from mcp_sim.worlds.routing import choose_world
+
+if TYPE_CHECKING:
+    from mcp_sim.warmup import Warmup
 
 logger = logging.getLogger(__name__)
 
@@ -43,12 +46,14 @@ PROGRESS_INTERVAL_S = 0.25
 
 
 def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
-                  scheduler: FairScheduler | None = None, expose_world: bool = False) -> Server:
+                  scheduler: FairScheduler | None = None, expose_world: bool = False,
+                  warmup: Warmup | None = None) -> Server:
     """An MCP server over `simulator`.
 
     `world_scope` "server" puts every call that names no world into the default world, legacy HTTP sessions
     included. `scheduler` admits calls to the model fairly across worlds (default: one slot, 64 waiting).
     `expose_world` publishes the calling world's scenario and history as the resource `sim://world`.
+    `warmup`, while the model loads in the background, holds calls until it is ready.
     """
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
@@ -63,10 +68,13 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         try:
+            if warmup is not None:
+                await warmup.wait(ctx.session.report_progress)
             async with scheduler.slot(world):
                 result = await _simulate_off_loop(simulator, ctx, params, world, scenario)
-        except BusyError as exc:
-            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "queue",
+        except (BusyError, EngineError) as exc:
+            stage = "queue" if isinstance(exc, BusyError) else "engine"
+            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": stage,
                                                                                "world": world}})
         return to_call_tool_result(result)
 
