@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -169,10 +170,15 @@ def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:
                                 _meta=result.meta)
 
 
-async def serve_stdio(server: Server) -> None:
+async def serve_stdio(server: Server, on_ready: Callable[[], object] | None = None) -> None:
+    """Serve over stdin/stdout. `on_ready` runs once the transport holds its private copies of fd 0 and 1:
+    work started before then (llama.cpp's quiet model load points fd 1 at /dev/null for a moment) could
+    leave the protocol writing to the null device."""
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read_stream, write_stream):
+        if on_ready is not None:
+            on_ready()
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

@@ -63,16 +63,18 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     if warm_start:
         warmup = Warmup(simulator)
         warmup.check()
-        warmup.start()
     scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
     server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world,
                            warmup=warmup)
     logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),
                    simulator.engine.name, transport)
     try:
+        # On stdio the warm-up starts once the transport has claimed stdout (see serve_stdio).
         if transport == "stdio":
-            anyio.run(serve_stdio, server)
+            anyio.run(serve_stdio, server, warmup.start if warmup else None)
         else:
+            if warmup is not None:
+                warmup.start()
             anyio.run(serve_http, server, host, port, http_path, admin_routes(worlds))
     finally:
         simulator.engine.close()
