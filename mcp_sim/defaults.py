@@ -13,10 +13,10 @@ PARALLEL = 1
 CONTEXT_DROP_FRACTION = 0.25
 # Attention models: drop the oldest turns by shifting the model state instead of re-reading the history.
 CONTEXT_SHIFT = True
-# Flash attention in llama.cpp (measured in docs/BENCHMARKS.md).
+# Flash attention in llama.cpp: no consistent gain measured on this CPU build (docs/BENCHMARKS.md, bench_decode.py).
 FLASH_ATTN = False
 # Check the output grammar against each sampled token, filtering the whole vocabulary only on a rejection.
-LAZY_GRAMMAR = False
+LAZY_GRAMMAR = True
 
 # Sampling.
 MAX_TOKENS = 512
