@@ -255,7 +255,15 @@ def main() -> None:
     if not args.quick:
         args.out.mkdir(exist_ok=True)
         plot(sim, naive, args.calls, args.out / "bench_session_latency.png")
-        (args.out / "BENCHMARKS.md").write_text(report)
+        target = args.out / "BENCHMARKS.md"
+        # The other benchmarks' sections (between <!-- bench:NAME --> markers) are kept.
+        target.write_text(report.rstrip("\n") + "\n\n" + marked_sections(target) if target.exists() else report)
+
+
+def marked_sections(path: Path) -> str:
+    import re
+
+    return "\n\n".join(re.findall(r"<!-- bench:(?:\w+) -->.*?<!-- /bench:\w+ -->", path.read_text(), re.DOTALL)) + "\n"
 
 
 def render(calls: int, sim: Run, naive: Run, split: dict[str, float], concurrency: dict[int, dict[str, float]],

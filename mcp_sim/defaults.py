@@ -9,6 +9,14 @@ from __future__ import annotations
 CTX = 8192
 STATE_CACHE_MB = 1024  # memory per model instance for saved session states (prefix reuse)
 PARALLEL = 1
+# When a world outgrows the context, the share of the history's room freed at once (see fit_to_context).
+CONTEXT_DROP_FRACTION = 0.25
+# Attention models: drop the oldest turns by shifting the model state instead of re-reading the history.
+CONTEXT_SHIFT = True
+# Flash attention in llama.cpp: no consistent gain measured on this CPU build (docs/BENCHMARKS.md, bench_decode.py).
+FLASH_ATTN = False
+# Check the output grammar against each sampled token, filtering the whole vocabulary only on a rejection.
+LAZY_GRAMMAR = True
 
 # Sampling.
 MAX_TOKENS = 512

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mcp_sim import defaults
 from mcp_sim.calls import Call, SimulationResult
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
 from mcp_sim.grammar_schema import prepare_for_grammar
@@ -33,6 +34,9 @@ class _Attempt:
 
 class ModelAnswerer:
     """Answers calls with an engine, under `options` (a SimOptions)."""
+
+    # The share of the history's room freed whenever the oldest turns must go (0: just enough to fit).
+    drop_fraction: float = defaults.CONTEXT_DROP_FRACTION
 
     def __init__(self, engine: Engine, options: Any, worlds: Worlds):
         self.engine = engine
@@ -180,20 +184,29 @@ class ModelAnswerer:
 
     def fit_to_context(self, call: Call) -> tuple[list[ChatMessage], int]:
         """The prompt for this call and how many of the oldest turns had to be left out of it so that it fits
-        the context (never the system prompt)."""
+        the context (never the system prompt).
+
+        Once turns must go, enough go to free `drop_fraction` of the room the history may fill: the calls
+        that follow then extend this prompt rather than each shifting the history by one turn, which would
+        make the engine re-read (or shift) the whole history on every call."""
         system, history, action, world = call.system, list(call.history), call.action, call.world
         limit = self.engine.context_size - self.options.max_tokens - self._think_budget()
         style = self.options.prompt_style
         messages = build_messages(system, history, action, style)
+        size = self.engine.count_tokens(messages)
+        if not history or size <= limit:
+            return messages, 0
+        room = limit - self.engine.count_tokens(build_messages(system, [], action, style))
+        target = limit - int(max(room, 0) * self.drop_fraction)
         dropped = 0
-        while history and self.engine.count_tokens(messages) > limit:
+        while history and size > target:
             history.pop(0)
             dropped += 1
             messages = build_messages(system, history, action, style)
-        if dropped:
-            self.worlds.leave_out_oldest(world, call.source, dropped)
-            logger.warning("world %s: left the %d oldest turn(s) of %s out of the prompt to fit the %d-token "
-                           "context", world.name, dropped, call.source, self.engine.context_size)
+            size = self.engine.count_tokens(messages)
+        self.worlds.leave_out_oldest(world, call.source, dropped)
+        logger.warning("world %s: left the %d oldest turn(s) of %s out of the prompt to fit the %d-token "
+                       "context", world.name, dropped, call.source, self.engine.context_size)
         return messages, dropped
 
     def _think_budget(self) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -22,11 +23,14 @@ from mcp.shared.exceptions import MCPError
 from starlette.routing import Route
 
 from mcp_sim import __version__
-from mcp_sim.errors import BusyError, McpSimError, ProtocolFault
+from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
 from mcp_sim.resource_server import surface_handlers
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
 from mcp_sim.worlds.routing import choose_world
+
+if TYPE_CHECKING:
+    from mcp_sim.warmup import Warmup
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +46,14 @@ PROGRESS_INTERVAL_S = 0.25
 
 
 def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
-                  scheduler: FairScheduler | None = None, expose_world: bool = False) -> Server:
+                  scheduler: FairScheduler | None = None, expose_world: bool = False,
+                  warmup: Warmup | None = None) -> Server:
     """An MCP server over `simulator`.
 
     `world_scope` "server" puts every call that names no world into the default world, legacy HTTP sessions
     included. `scheduler` admits calls to the model fairly across worlds (default: one slot, 64 waiting).
     `expose_world` publishes the calling world's scenario and history as the resource `sim://world`.
+    `warmup`, while the model loads in the background, holds calls until it is ready.
     """
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
@@ -62,12 +68,15 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         try:
+            if warmup is not None:
+                await warmup.wait(ctx.session.report_progress)
             async with scheduler.slot(world):
                 result = await _simulate_off_loop(simulator, ctx, params, world, scenario)
         except ProtocolFault as exc:  # an injected fault: the client gets the JSON-RPC error it asked for
             raise MCPError(exc.code, exc.message) from None
-        except BusyError as exc:
-            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "queue",
+        except (BusyError, EngineError) as exc:
+            stage = "queue" if isinstance(exc, BusyError) else "engine"
+            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": stage,
                                                                                "world": world}})
         return to_call_tool_result(result)
 
@@ -141,10 +150,15 @@ def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:
                                 _meta=result.meta)
 
 
-async def serve_stdio(server: Server) -> None:
+async def serve_stdio(server: Server, on_ready: Callable[[], object] | None = None) -> None:
+    """Serve over stdin/stdout. `on_ready` runs once the transport holds its private copies of fd 0 and 1:
+    work started before then (llama.cpp's quiet model load points fd 1 at /dev/null for a moment) could
+    leave the protocol writing to the null device."""
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read_stream, write_stream):
+        if on_ready is not None:
+            on_ready()
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

@@ -153,9 +153,9 @@ def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None,
 
 
 def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,
-                    **engine: Any) -> Simulator:
-    """A simulator over CATALOG with the engine the options describe, its model loaded, and the sources,
-    observers and faults the rehearsal options ask for."""
+                    load: bool = True, **engine: Any) -> Simulator:
+    """A simulator over CATALOG with the engine the options describe, its model loaded (unless `load` is
+    false: a warm start loads it later), and the sources, observers and faults the rehearsal options ask for."""
     from mcp_sim.models.settings import EngineSettings, prepare
     from mcp_sim.rehearsal.replay_setup import never_asks_model, prepare_replay
     from mcp_sim.rehearsal.setup import attach
@@ -172,6 +172,7 @@ def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: R
         for tool, reason in simulator.grammar_fallbacks().items():
             logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are "
                            "still validated after decoding and retried", tool, reason)
+    if load and not replaying:
         prepared.engine.load()
     return simulator
 

@@ -40,29 +40,41 @@ from mcp_sim.worlds.world import DEFAULT_WORLD
                    "names no world (?world=NAME) shares the default world.")
 @click.option("--expose-world", is_flag=True,
               help="Publish the caller's world (scenario and history) as the MCP resource sim://world.")
+@click.option("--warm-start/--no-warm-start", default=True, show_default=True,
+              help="Serve at once and load the model (and read every spec's system prompt) in the background; "
+                   "calls wait until it is ready. The model file is checked before serving either way.")
 @world_options
 @rehearsal_options
 @engine_options
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
-          world_scope: str, expose_world: bool, scenario: str | None, state_dir: Path | None, max_worlds: int,
-          **engine: Any) -> None:
+          world_scope: str, expose_world: bool, warm_start: bool, scenario: str | None, state_dir: Path | None,
+          max_worlds: int, **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
     from mcp_sim.admin import admin_routes
     from mcp_sim.scheduler import FairScheduler
     from mcp_sim.server import create_server, serve_http, serve_stdio
+    from mcp_sim.warmup import Warmup
 
     catalog = load_catalog(list(specs))
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
-    simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), **engine)
+    simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), load=not warm_start, **engine)
+    warmup = None
+    if warm_start:
+        warmup = Warmup(simulator)
+        warmup.check()
     scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
-    server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world)
+    server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world,
+                           warmup=warmup)
     logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),
                    simulator.engine.name, transport)
     try:
+        # On stdio the warm-up starts once the transport has claimed stdout (see serve_stdio).
         if transport == "stdio":
-            anyio.run(serve_stdio, server)
+            anyio.run(serve_stdio, server, warmup.start if warmup else None)
         else:
+            if warmup is not None:
+                warmup.start()
             anyio.run(serve_http, server, host, port, http_path, admin_routes(worlds))
     finally:
         simulator.engine.close()

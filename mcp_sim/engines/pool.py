@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
+from mcp_sim.engines.readiness import check_engine, warm_engine
 
 # Conversations remembered for routing; older ones are simply routed to any idle instance.
 MAX_AFFINITIES = 4096
@@ -33,6 +34,13 @@ class EnginePool:
     def load(self) -> None:
         for engine in self.engines:
             engine.load()
+
+    def check(self) -> None:
+        check_engine(self.engines[0])  # the instances share one model file
+
+    def warm(self, prompts: list[list[ChatMessage]]) -> None:
+        for engine in self.engines:
+            warm_engine(engine, prompts)
 
     def close(self) -> None:
         for engine in self.engines:

@@ -61,6 +61,12 @@ def _llama_build() -> Check:
                                   f"GPU offload {offload}")
 
 
+def _gpu_offload() -> bool:
+    from mcp_sim.engines.llama import gpu_offload_supported
+
+    return gpu_offload_supported()
+
+
 def backend_name(system_info: str, gpu_offload: bool) -> str:
     """CUDA, Metal, ROCm, Vulkan, SYCL or CPU, from llama.cpp's system info."""
     upper = system_info.upper()
@@ -105,19 +111,16 @@ def _model_checks(settings: EngineSettings) -> list[Check]:
                                         f"up to {options.max_tokens} tokens, temperature "
                                         f"{options.temperature:g}, top_p {options.top_p:g}, "
                                         f"top_k {options.top_k}"))
-    checks.append(_memory_check(weights, kv_cache_bytes(metadata, ctx)))
+    checks.append(_memory_check(weights, kv_cache_bytes(metadata, ctx), settings, _gpu_offload()))
     return checks
 
 
-def _memory_check(weights: int, kv: int | None) -> Check:
+def _memory_check(weights: int, kv: int | None, settings: EngineSettings, gpu: bool) -> Check:
     total = physical_memory()
     if kv is None:
         return Check("memory", WARN, f"weights {weights / _GIB:.1f} GiB; the KV cache size could not be "
                                      "estimated from this model's metadata")
-    # Compute buffers and runtime overhead: a rough tenth on top.
-    needed = int((weights + kv) * 1.1)
-    detail = (f"~{needed / _GIB:.1f} GiB estimated (weights {weights / _GIB:.1f} GiB + KV cache "
-              f"{kv / _GIB:.2f} GiB for the context, f16)")
+    needed, detail = memory_estimate(weights, kv, settings.parallel, settings.state_cache_mb * 1024**2, gpu)
     if total is None:
         return Check("memory", OK, detail)
     detail += f"; this machine has {total / _GIB:.1f} GiB of RAM"
@@ -125,6 +128,18 @@ def _memory_check(weights: int, kv: int | None) -> Check:
         return Check("memory", WARN, detail + ": it will not fit in RAM; offload to a GPU with enough "
                                               "memory, use a smaller quant, or lower --ctx")
     return Check("memory", OK, detail)
+
+
+def memory_estimate(weights: int, kv: int, instances: int, state_cache: int, gpu: bool) -> tuple[int, str]:
+    """Bytes needed and the sum spelled out: weights (one copy per instance on a GPU; on the CPU the
+    instances share the file's mapped pages) + N x KV at the context + the saved-state budget, + ~10%."""
+    copies = instances if gpu else 1
+    # Compute buffers and runtime overhead: a rough tenth on top of weights and KV.
+    needed = int((copies * weights + instances * kv) * 1.1) + instances * state_cache
+    return needed, (f"~{needed / _GIB:.1f} GiB estimated = {copies} x weights {weights / _GIB:.1f} GiB + "
+                    f"{instances} x KV cache {kv / _GIB:.2f} GiB for the context (f16, per instance), + ~10% "
+                    f"compute buffers, + {instances} x state cache up to {state_cache / _GIB:.1f} GiB "
+                    "(--state-cache-mb)")
 
 
 def kv_cache_bytes(metadata: dict[str, str], ctx: int) -> int | None:

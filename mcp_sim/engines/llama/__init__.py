@@ -22,6 +22,7 @@ from mcp_sim.engines.llama.build import build_info, default_threads, gpu_offload
 from mcp_sim.engines.llama.gguf import check_gguf_file, load_vocabulary, read_metadata
 from mcp_sim.engines.llama.grammar import GrammarCache
 from mcp_sim.engines.llama.prefix import PrefixCache
+from mcp_sim.engines.llama.sampling import decode
 from mcp_sim.engines.llama.state_cache import StateCache
 from mcp_sim.engines.llama.thinking import think
 from mcp_sim.errors import EngineError, ModelFileError
@@ -43,7 +44,9 @@ class LlamaEngine:
     def __init__(self, model_path: str | Path, n_ctx: int = defaults.CTX, n_threads: int | None = None,
                  n_gpu_layers: int | None = None, seed: int = defaults.SEED,
                  template_kwargs: dict[str, Any] | None = None, verbose: bool = False,
-                 chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB):
+                 chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB,
+                 context_shift: bool = defaults.CONTEXT_SHIFT, flash_attn: bool = defaults.FLASH_ATTN,
+                 lazy_grammar: bool = defaults.LAZY_GRAMMAR):
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
@@ -54,6 +57,10 @@ class LlamaEngine:
         # Overrides the GGUF's own chat template (some files ship a broken or missing one).
         self.chat_template = chat_template
         self.verbose = verbose
+        self.context_shift = context_shift
+        self.flash_attn = flash_attn
+        # Check the grammar against the sampled token only, filtering the vocabulary when it is rejected.
+        self.lazy_grammar = lazy_grammar
         self.states = StateCache(state_cache_mb * 1024 * 1024)
         self._llama: Any = None
         self._prefix: PrefixCache | None = None
@@ -73,6 +80,22 @@ class LlamaEngine:
     def load(self) -> None:
         """Load the model now (servers do this at startup so a bad file fails fast)."""
         self._ensure_loaded()
+
+    def check(self) -> None:
+        """Fail now, naming the file, when the model is missing, corrupt or of an architecture this build
+        cannot load: reads its header and vocabulary only, so it is fast even for a 20 GB file."""
+        read_metadata(self.model_path)
+
+    def warm(self, prompts: list[list[ChatMessage]]) -> None:
+        """Load the model and evaluate the system message of each prompt, keeping a snapshot of each: the
+        first call of every spec then costs no more than a later one. Calls wait while a prompt is read."""
+        self._ensure_loaded()
+        assert self._prefix is not None
+        for messages in prompts:
+            tokens = self._transcript_tokens(messages[:1])
+            if len(tokens) > 1:
+                with self._lock:
+                    self._prefix.warm(tokens)
 
     def close(self) -> None:
         """Free the model and its context."""
@@ -102,7 +125,7 @@ class LlamaEngine:
         try:
             llama = llama_cpp.Llama(
                 model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                n_gpu_layers=gpu_layers, seed=self.seed, verbose=self.verbose)
+                n_gpu_layers=gpu_layers, seed=self.seed, flash_attn=self.flash_attn, verbose=self.verbose)
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(
                 f"llama.cpp could not load the model {self.model_path}: {exc}. The file may be truncated, "
@@ -121,7 +144,7 @@ class LlamaEngine:
         model = llama._model.model
         # Recurrent and hybrid models (qwen35moe) cannot roll their state back to an earlier token.
         recurrent = bool(llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
-        self._prefix = PrefixCache(llama, recurrent, self.states, self._transcript_tokens)
+        self._prefix = PrefixCache(llama, recurrent, self.states, self._transcript_tokens, self.context_shift)
         self._llama = llama  # last: other threads take a set _llama as a model ready to use
 
     def _tokenize(self, messages: list[ChatMessage], think: bool = False,
@@ -190,8 +213,8 @@ class LlamaEngine:
                                          request.json_schema)
         offset = thought.tokens if thought else 0
         text, finish_reason, produced = self._decode(llama, answer_prompt, stops, grammar, request, offset)
-        # A final chunk may carry only the finish reason.
-        answer_tokens = max(0, llama.n_tokens - len(answer_prompt)) or produced
+        # A final chunk of llama-cpp-python's stream may carry only the finish reason.
+        answer_tokens = produced if self.lazy_grammar else max(0, llama.n_tokens - len(answer_prompt)) or produced
         return Generation(text=text, prompt_tokens=len(tokens), completion_tokens=offset + answer_tokens,
                           finish_reason=finish_reason, evaluated_tokens=evaluated + 1,
                           reasoning=thought.text if thought else None, reasoning_tokens=offset)
@@ -199,6 +222,9 @@ class LlamaEngine:
     def _decode(self, llama: Any, prompt: list[int], stops: list[str], grammar: Any,
                 request: GenerationRequest, offset: int) -> tuple[str, str, int]:
         """Stream one answer, reporting tokens and stopping between tokens when cancelled."""
+        if self.lazy_grammar:
+            decoded = decode(llama, prompt, stops, None if grammar is None else grammar._grammar, request, offset)
+            return decoded.text, decoded.finish_reason, decoded.tokens
         stream = llama.create_completion(
             prompt=prompt, max_tokens=request.max_tokens, temperature=request.temperature,
             top_p=request.top_p, top_k=request.top_k, repeat_penalty=request.repeat_penalty,

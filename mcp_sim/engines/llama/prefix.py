@@ -27,11 +27,19 @@ PREFILL_CHUNK = 256
 Checkpoint = tuple[int, str]  # (token count, snapshot key)
 
 
+# The fewest tokens a context shift must keep to be worth it (below that, re-reading them is as cheap).
+MIN_SHIFT_KEPT = 16
+# Tokens of the new prompt, just past where it leaves the old state, searched for in the old state.
+SHIFT_PROBE = 32
+
+
 class PrefixCache:
     def __init__(self, llama: Any, recurrent: bool, states: StateCache,
-                 transcript_tokens: Callable[[list[ChatMessage]], list[int]]):
+                 transcript_tokens: Callable[[list[ChatMessage]], list[int]], context_shift: bool = True):
         self._llama = llama
         self.recurrent = recurrent
+        # Removing a span of positions and shifting the rest needs an attention-only memory that allows it.
+        self.context_shift = context_shift and not recurrent and _memory_can_shift(llama)
         self.states = states
         # Renders messages as a finished transcript (no assistant cue): where turn boundaries lie.
         self._transcript_tokens = transcript_tokens
@@ -44,8 +52,9 @@ class PrefixCache:
         conversation = conversation_key(request.cache_key)
         self._park_live_state(conversation)
         related = [conversation_key(key) for key in request.related_cache_keys]
-        self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else [])
-                     + [key for key in related if key])
+        if not self._shift_own_state(tokens[:-1], conversation):
+            self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else [])
+                         + [key for key in related if key])
         self._live_key = conversation
         return self._prefill(tokens, checkpoints, request.cancel)
 
@@ -56,7 +65,7 @@ class PrefixCache:
         boundaries: list[Checkpoint] = []
         system_end = self._prefix_length(messages[:1], tokens)
         if system_end:
-            boundaries.append((system_end, "system:" + _digest(tokens[:system_end])))
+            boundaries.append((system_end, system_key(tokens[:system_end])))
         # Attention models resume from the state parked after their last answer (see _park_live_state);
         # recurrent state can only resume from an exact prefix, which the end of the finished turns is.
         if self.recurrent and request.cache_key is not None and len(messages) > 2:
@@ -64,6 +73,19 @@ class PrefixCache:
             if history_end > system_end:
                 boundaries.append((history_end, "turns:" + request.cache_key))
         return boundaries
+
+    def warm(self, tokens: list[int]) -> None:
+        """Evaluate a system prompt (rendered as a finished transcript) and snapshot it, so the first call of
+        every session of its spec reads only its own tokens."""
+        key = system_key(tokens)
+        if key in self.states:
+            return
+        self._park_live_state(None)
+        self._live_key = None
+        # A prompt one token longer: the model is brought to all of `tokens`, and snapshotted there.
+        extended = [*tokens, tokens[-1]]
+        self._resume(extended, [])
+        self._prefill(extended, [(len(tokens), key)], threading.Event())
 
     def _park_live_state(self, incoming: str | None) -> None:
         """Before another conversation takes the model, save the live one's state (its prompt and answer).
@@ -102,6 +124,33 @@ class PrefixCache:
                 llama.reset()
                 return
             self._set_evaluated(usable)
+
+    def _shift_own_state(self, target: list[int], conversation: str | None) -> bool:
+        """When `target` is this conversation's state with a span left out (its oldest turns, dropped to fit
+        the context), remove that span from the KV cache and shift what follows back to close the gap, as
+        llama.cpp's server does on a context shift, instead of re-reading the history. The kept tokens keep
+        the attention they paid to the dropped ones, as there. Never reaches the prompt's last token."""
+        if not self.context_shift or conversation is None:
+            return False
+        live = self._live_key == conversation
+        snapshot = None if live else self.states.get(conversation)
+        if not live and snapshot is None:
+            return False
+        current = self._llama._input_ids.tolist() if live else list(snapshot.tokens)  # type: ignore[union-attr]
+        plan = shift_plan(current, target)
+        if plan is None:
+            return False
+        if snapshot is not None:
+            self.restore(snapshot)
+        start, span, kept = plan
+        memory = self._llama._ctx
+        memory.kv_cache_seq_rm(-1, start + span + kept, -1)
+        memory.kv_cache_seq_rm(-1, start, start + span)
+        memory.kv_cache_seq_shift(0, start + span, start + span + kept, -span)
+        self._llama.input_ids[start: start + kept] = target[start: start + kept]
+        self._set_evaluated(start + kept)
+        logger.info("context shift: left out %d tokens at %d, kept %d", span, start, kept)
+        return True
 
     def _set_evaluated(self, count: int) -> None:
         """Declare the first `count` input tokens evaluated. The logits in the context then belong to no
@@ -148,8 +197,45 @@ class PrefixCache:
         self._set_evaluated(count)
 
 
+def shift_plan(current: list[int], target: list[int]) -> tuple[int, int, int] | None:
+    """(start, span, kept): `target` shares `start` tokens with `current`, then continues with `kept` tokens
+    that follow a `span` left out of `current`; None when no such run of at least MIN_SHIFT_KEPT exists."""
+    start = common_prefix(current, target)
+    if start == 0 or start >= len(target) or start >= len(current):
+        return None
+    probe = target[start: start + SHIFT_PROBE]
+    if len(probe) < min(SHIFT_PROBE, MIN_SHIFT_KEPT):
+        return None
+    at = _find(current, probe, start + 1)
+    if at < 0:
+        return None
+    kept = common_prefix(current[at:], target[start:])
+    return (start, at - start, kept) if kept >= MIN_SHIFT_KEPT else None
+
+
+def _find(haystack: list[int], needle: list[int], begin: int) -> int:
+    """The first index >= begin where `needle` occurs in `haystack`, or -1 (a byte search: a 5k-token
+    history is searched in microseconds)."""
+    hay, pattern = array("i", haystack).tobytes(), array("i", needle).tobytes()
+    at = hay.find(pattern, begin * 4)
+    while at > 0 and at % 4:
+        at = hay.find(pattern, at + 1)
+    return at // 4 if at >= 0 else -1
+
+
+def _memory_can_shift(llama: Any) -> bool:
+    import llama_cpp
+
+    memory = llama_cpp.llama_get_memory(llama._ctx.ctx)
+    return bool(memory is not None and llama_cpp.llama_memory_can_shift(memory))
+
+
 def conversation_key(cache_key: str | None) -> str | None:
     return None if cache_key is None else "conversation:" + cache_key
+
+
+def system_key(tokens: list[int]) -> str:
+    return "system:" + _digest(tokens)
 
 
 def _digest(tokens: list[int]) -> str:

@@ -65,6 +65,10 @@ class StateCache:
                 _, evicted = self._entries.popitem(last=False)
                 self._bytes -= evicted.nbytes
 
+    def get(self, key: str) -> Snapshot | None:
+        with self._lock:
+            return self._entries.get(key)
+
     def best(self, keys: list[str], tokens: list[int], exact: bool) -> tuple[str, Snapshot, int] | None:
         """Of the snapshots under `keys`, the one sharing the longest prefix with `tokens`.
 

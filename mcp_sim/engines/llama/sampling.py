@@ -1,0 +1,152 @@
+"""Decoding an answer with the grammar checked lazily, as llama.cpp's own common sampler does: sample from the
+model's distribution first, check just that token against the grammar, and apply the grammar to the whole
+vocabulary only when the token is rejected. Filtering all ~50k candidates through the grammar on every token
+cost 30-75% per token; most tokens of a well-prompted answer fit already. At temperature 0 the pick is the
+same either way: the best token the grammar accepts."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mcp_sim.engines.base import GenerationRequest
+from mcp_sim.engines.llama.state_cache import common_prefix
+
+# llama-cpp-python's sampling defaults that mcp-sim does not set (kept so both paths sample alike).
+MIN_P = 0.05
+TYPICAL_P = 1.0
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    finish_reason: str  # "stop", "length" or "cancelled"
+    tokens: int
+
+
+class LazyGrammarSampler:
+    """The sampler chain of one answer, with its grammar applied only to rejected tokens."""
+
+    def __init__(self, llama: Any, request: GenerationRequest, grammar_text: str | None):
+        import llama_cpp
+        from llama_cpp._internals import LlamaSampler
+
+        self._ctx = llama._ctx.ctx
+        self._n_vocab = llama.n_vocab()
+        chain = self._chain = LlamaSampler()
+        chain.add_penalties(n_vocab=self._n_vocab, penalty_last_n=llama.last_n_tokens_size,
+                            penalty_repeat=request.repeat_penalty, penalty_freq=0.0, penalty_present=0.0)
+        if request.temperature == 0:
+            chain.add_greedy()
+        else:
+            chain.add_top_k(request.top_k)
+            chain.add_typical(TYPICAL_P, 1)
+            chain.add_top_p(request.top_p, 1)
+            chain.add_min_p(MIN_P, 1)
+            chain.add_temp(request.temperature)
+            chain.add_dist(request.seed if request.seed is not None else llama._seed)
+        self._grammar = None
+        if grammar_text is not None:
+            self._grammar = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, grammar_text.encode(), b"root")
+        self._candidates = (llama_cpp.llama_token_data * self._n_vocab)()
+        self._fields = np.ctypeslib.as_array(self._candidates)
+        self._fields["id"] = np.arange(self._n_vocab, dtype=np.int32)
+        self._all = llama_cpp.llama_token_data_array(self._candidates, self._n_vocab, -1, False)
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._single = llama_cpp.llama_token_data_array(self._one, 1, -1, False)
+
+    def close(self) -> None:
+        import llama_cpp
+
+        self._chain.close()
+        if self._grammar is not None:
+            llama_cpp.llama_sampler_free(self._grammar)
+            self._grammar = None
+
+    def sample(self) -> int:
+        """The next token from the logits of the last evaluated token; accepted by the chain and grammar."""
+        import llama_cpp
+
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        token = self._pick(logits, with_grammar=False)
+        if self._grammar is not None and not self._allowed(token):
+            token = self._pick(logits, with_grammar=True)
+        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        if self._grammar is not None:
+            llama_cpp.llama_sampler_accept(self._grammar, token)
+        return token
+
+    def _pick(self, logits: Any, with_grammar: bool) -> int:
+        import llama_cpp
+
+        # The samplers sort and truncate the candidates in place: start from the whole vocabulary each time.
+        self._fields["id"] = np.arange(self._n_vocab, dtype=np.int32)
+        self._fields["logit"] = logits
+        self._fields["p"] = 0.0
+        self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False
+        if with_grammar:
+            llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
+        llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(self._all))
+        return int(self._candidates[self._all.selected].id)
+
+    def _allowed(self, token: int) -> bool:
+        import llama_cpp
+
+        self._one[0] = type(self._one[0])(token, 1.0, 0.0)
+        self._single.size, self._single.selected, self._single.sorted = 1, -1, False
+        llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._single))
+        return not math.isinf(self._one[0].logit)
+
+
+def decode(llama: Any, prompt: list[int], stops: list[str], grammar_text: str | None, request: GenerationRequest,
+           offset: int) -> Decoded:
+    """Evaluate what the model state lacks of `prompt` (at least its last token), then sample the answer."""
+    import llama_cpp
+
+    _evaluate_prompt(llama, prompt)
+    sampler = LazyGrammarSampler(llama, request, grammar_text)
+    vocab = llama._model.vocab
+    produced: list[int] = []
+    data = bytearray()
+    finish = "length"
+    try:
+        while len(produced) < request.max_tokens:
+            token = sampler.sample()
+            if llama_cpp.llama_vocab_is_eog(vocab, token):
+                finish = "stop"
+                break
+            produced.append(token)
+            data += llama.detokenize([token])
+            if request.on_token is not None:
+                request.on_token(offset + len(produced))
+            if request.cancel.is_set():
+                finish = "cancelled"
+                break
+            if any(stop in data.decode("utf-8", errors="ignore") for stop in stops):
+                finish = "stop"
+                break
+            if len(produced) < request.max_tokens:
+                llama.eval([token])
+    finally:
+        sampler.close()
+    return Decoded(_cut_at_stop(data.decode("utf-8", errors="ignore"), stops), finish, len(produced))
+
+
+def _evaluate_prompt(llama: Any, prompt: list[int]) -> None:
+    """Keep the longest evaluated prefix of `prompt`, never all of it: the first answer token is sampled
+    from the logits of the prompt's last token, evaluated here (issue 8)."""
+    shared = min(common_prefix(llama._input_ids.tolist(), prompt), len(prompt) - 1)
+    if shared < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, shared, -1):
+        llama.reset()  # a recurrent state cannot be cut back
+        shared = 0
+    llama.n_tokens = shared
+    llama.eval(prompt[shared:])
+
+
+def _cut_at_stop(text: str, stops: list[str]) -> str:
+    cuts = [text.find(stop) for stop in stops if stop in text]
+    return text[: min(cuts)] if cuts else text

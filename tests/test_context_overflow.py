@@ -1,0 +1,57 @@
+"""Issue 14: a world that outgrows the context keeps costing only its new tokens.
+
+The oldest turns go in chunks (so the prompts that follow extend one another), and attention models shift
+their state over the dropped span instead of re-reading the history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp_sim.engines.llama import LlamaEngine
+from mcp_sim.engines.llama.prefix import shift_plan
+from mcp_sim.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.specs import load_catalog
+from tests.conftest import SPECS
+from tests.scripted import ScriptedEngine
+
+OPS = SPECS / "ops.yaml"
+SERVICES = ("api", "web", "worker", "scheduler", "postgres")
+
+
+def test_shift_plan_finds_the_span_left_out_after_the_shared_prefix() -> None:
+    system, dropped, kept = list(range(100)), list(range(500, 540)), list(range(900, 960))
+    assert shift_plan(system + dropped + kept + [7, 7], system + kept + [8]) == (100, 40, 60)
+
+
+def test_shift_plan_declines_what_is_no_dropped_span() -> None:
+    system = list(range(100))
+    assert shift_plan(system + [1, 2, 3], system + [1, 2, 3, 4]) is None  # a plain extension
+    assert shift_plan(system + list(range(500, 600)), system + list(range(700, 800))) is None  # no overlap
+    assert shift_plan(system + list(range(500, 540)) + [5] * 8, system + [5] * 8 + [6]) is None  # too short
+
+
+def test_turns_are_dropped_in_chunks_so_the_following_prompts_extend_each_other() -> None:
+    answer = '{"service": "api", "state": "running", "version": "1.0", "uptime_s": 1, "pid": 2, "healthy": true}'
+    engine = ScriptedEngine(*[answer] * 30, context_size=2000)
+    simulator = Simulator(load_catalog([OPS]), engine, SimOptions(max_tokens=64, attempts=1))
+    dropped = [simulator.simulate("get_service_status", {"service": SERVICES[i % 5]}, world="w")
+               .meta[META_KEY]["dropped_turns"] for i in range(30)]
+    drops = [count for count in dropped if count]
+    assert drops and min(drops) >= 2, dropped  # a quarter of the history's room at a time, not one turn
+    first = dropped.index(drops[0])
+    assert dropped[first + 1] == 0  # the next call extends the trimmed prompt
+
+
+def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: Path) -> None:
+    engine = LlamaEngine(model_path, n_ctx=2048, n_threads=2)
+    simulator = Simulator(load_catalog([OPS]), engine, SimOptions(temperature=0.0, max_tokens=96, attempts=1))
+    metas = []
+    for index in range(9):
+        result = simulator.simulate("get_service_status", {"service": SERVICES[index % 5]}, world="w")
+        assert not result.is_error, result.text
+        assert result.structured is not None and result.structured["service"]
+        metas.append(result.meta[META_KEY])
+    after_drops = [meta for meta in metas if meta["dropped_turns"]]
+    assert after_drops, [meta["prompt_tokens"] for meta in metas]
+    # Without the shift each of these re-reads the whole kept history (200+ tokens here).
+    assert all(meta["evaluated_tokens"] < 64 for meta in after_drops), after_drops

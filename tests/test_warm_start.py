@@ -1,0 +1,113 @@
+"""Warm start (issue 14): the server answers `initialize` and `tools/list` while the model loads; calls wait for
+it, with progress; a missing or corrupt model still fails at startup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from mcp_sim import warmup as warmup_module
+from mcp_sim.engines.base import ChatMessage
+from mcp_sim.errors import ModelFileError
+from mcp_sim.server import create_server
+from mcp_sim.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.specs import load_catalog
+from mcp_sim.warmup import Warmup
+from tests.conftest import SPECS, mcp_sim_command, subprocess_env
+from tests.scripted import ScriptedEngine
+
+pytestmark = pytest.mark.anyio
+
+OPS = SPECS / "ops.yaml"
+STATUS = '{"service": "api", "state": "running", "version": "1.0", "uptime_s": 1, "pid": 2, "healthy": true}'
+
+
+class SlowLoadingEngine(ScriptedEngine):
+    """Its warm-up lasts until the test opens `gate` (a model that takes a while to load)."""
+
+    def __init__(self, *answers: str, failure: Exception | None = None):
+        super().__init__(*answers)
+        self.gate = threading.Event()
+        self.failure = failure
+        self.warmed: list[list[ChatMessage]] = []
+
+    def warm(self, prompts: list[list[ChatMessage]]) -> None:
+        assert self.gate.wait(30)
+        if self.failure is not None:
+            raise self.failure
+        self.warmed = prompts
+
+
+def started(engine: SlowLoadingEngine, monkeypatch: pytest.MonkeyPatch) -> tuple[Simulator, Warmup]:
+    monkeypatch.setattr(warmup_module, "WAIT_REPORT_S", 0.05)
+    simulator = Simulator(load_catalog([OPS]), engine, SimOptions(attempts=1))
+    warmup = Warmup(simulator)
+    warmup.start()
+    return simulator, warmup
+
+
+async def test_tools_are_listed_at_once_and_a_call_waits_for_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = SlowLoadingEngine(STATUS)
+    simulator, warmup = started(engine, monkeypatch)
+    progress: list[float] = []
+    results = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with Client(create_server(simulator, warmup=warmup)) as client:
+        listed = await client.list_tools()
+        assert not warmup.ready and {tool.name for tool in listed.tools} == set(simulator.catalog.tools)
+
+        async def call() -> None:
+            results.append(await client.call_tool("get_service_status", {"service": "api"},
+                                                  progress_callback=on_progress))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            await anyio.sleep(0.5)
+            assert not results and not engine.requests  # still waiting for the model
+            engine.gate.set()
+    assert not results[0].is_error and results[0].structured_content == json.loads(STATUS)
+    assert len(progress) >= 3 and progress == sorted(set(progress))  # strictly increasing, as MCP requires
+    system = simulator.system_prompt(simulator.catalog.spec_sets[0], simulator.worlds.default_scenario)
+    assert engine.warmed == [[ChatMessage("system", system)]]
+
+
+async def test_a_failed_warm_up_answers_calls_with_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = SlowLoadingEngine(failure=ModelFileError("model file /x.gguf is truncated"))
+    simulator, warmup = started(engine, monkeypatch)
+    engine.gate.set()
+    async with Client(create_server(simulator, warmup=warmup)) as client:
+        result = await client.call_tool("get_service_status", {"service": "api"})
+    assert result.is_error and "truncated" in result.content[0].text
+    assert result.meta is not None and result.meta[META_KEY]["stage"] == "engine"
+
+
+def test_serve_still_fails_at_startup_on_a_corrupt_model(tmp_path: Path, model_path: Path) -> None:
+    cut = tmp_path / "cut.gguf"
+    with model_path.open("rb") as source:
+        cut.write_bytes(source.read(model_path.stat().st_size * 9 // 10))  # the header is whole, the weights not
+    completed = subprocess.run(mcp_sim_command("serve", str(OPS), "--model", str(cut)), env=subprocess_env(),
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert completed.returncode == 1
+    assert f"cannot load {cut}" in completed.stderr and "Traceback" not in completed.stderr
+
+
+async def test_a_real_server_warms_the_system_prompt_before_the_first_call() -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_sim", "serve", str(OPS), "--ctx", "4096",
+                                                                 "--max-tokens", "96"], env=subprocess_env())
+    async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+        assert (await client.list_tools()).tools
+        result = await client.call_tool("get_service_status", {"service": "api"})
+    assert not result.is_error, result.content
+    meta = result.meta[META_KEY]  # type: ignore[index]
+    # The first call of the world reads its own tokens only: the system prompt was read during the warm-up.
+    assert meta["evaluated_tokens"] < meta["prompt_tokens"] / 4, meta
