@@ -15,6 +15,7 @@ import click
 
 from mcp_sim.errors import McpSimError
 from mcp_sim.specs import Catalog, load_catalog
+from mcp_sim.transports import HttpSecurity, http_security_options
 
 logger = logging.getLogger("mcp_sim")
 
@@ -127,14 +128,18 @@ def cli(verbose: int) -> None:
 @click.option("--path", "http_path", default="/mcp", show_default=True)
 @click.option("--max-queue", type=click.IntRange(1), default=64, show_default=True,
               help="Calls that may wait for the model; more get a 'busy' error result.")
+@http_security_options
 @engine_options
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
-          **engine: Any) -> None:
+          http_security: HttpSecurity, **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
     from mcp_sim.scheduler import FairScheduler
-    from mcp_sim.server import create_server, serve_http, serve_stdio
+    from mcp_sim.server import create_server
+    from mcp_sim.transports import serve_http, serve_stdio
 
+    if transport == "http":
+        http_security.check(host)  # refuse an unsafe bind before the model loads
     simulator = build_simulator(load_catalog(list(specs)), **engine)
     scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
     logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(simulator.catalog.tools),
@@ -142,7 +147,8 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     if transport == "stdio":
         anyio.run(serve_stdio, create_server(simulator, default_session="stdio", scheduler=scheduler))
     else:
-        anyio.run(serve_http, create_server(simulator, scheduler=scheduler), host, port, http_path)
+        anyio.run(functools.partial(serve_http, create_server(simulator, scheduler=scheduler), host, port, http_path,
+                                    **http_security.serve_kwargs()))
 
 
 @cli.command()

@@ -19,8 +19,8 @@ from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.server import serve_http, serve_stdio
 from mcp_sim.traces import Redactor, TraceRecord, TraceWriter, read_traces, replace_text
+from mcp_sim.transports import serve_http, serve_stdio
 from mcp_sim.upstream import connect
 
 

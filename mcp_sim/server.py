@@ -115,19 +115,3 @@ def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
                                 structured_content=result.structured, is_error=result.is_error,
                                 _meta=result.meta)
-
-
-async def serve_stdio(server: Server) -> None:
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-async def serve_http(server: Server, host: str, port: int, path: str = "/mcp") -> None:
-    import uvicorn
-
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    logger.info("serving streamable HTTP at http://%s:%d%s", host, port, path)
-    await uvicorn.Server(config).serve()

@@ -1,0 +1,315 @@
+"""The transports mcp-sim serves on: stdio, and streamable HTTP locked down by default.
+
+stdio: the SDK drops every line it cannot read (bad JSON, a wrong shape, JSON nested deeper than its parser's
+limit of about 200 levels) and logs it at debug level, so the client waits forever. Here each gets a JSON-RPC
+error, with the request's id when a shallow scan finds it.
+
+HTTP: binds loopback by default; any other bind needs --allow-remote and a bearer token. Host and Origin are
+checked on every bind (DNS rebinding), using the SDK's own TransportSecuritySettings.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import ipaddress
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import click
+
+from mcp_sim.errors import McpSimError
+
+if TYPE_CHECKING:  # the SDK takes a second to import; the CLI imports this module for its options only
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.shared.message import SessionMessage
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+# The SDK parses stdio lines with pydantic-core, whose JSON parser refuses deeper documents.
+PARSER_DEPTH_LIMIT = 200
+
+
+# --- HTTP: who may connect -------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything
+
+
+def check_bind(host: str, allow_remote: bool, auth_token: str | None) -> None:
+    """Refuse a bind that would expose the simulator to the network without --allow-remote and a token."""
+    if is_loopback(host) or (allow_remote and auth_token):
+        return
+    missing = [flag for flag, given in (("--allow-remote", allow_remote), ("--auth-token-env VAR", auth_token))
+               if not given]
+    raise McpSimError(
+        f"refusing to serve HTTP on {host}: that address is reachable from other machines, and nothing there "
+        f"may call the simulator without a token. Pass {' and '.join(missing)} (VAR names an environment "
+        "variable holding a long random token), or bind --host 127.0.0.1.")
+
+
+def token_from_env(variable: str) -> str:
+    """The bearer token held by `variable`; an empty or missing variable is refused."""
+    token = os.environ.get(variable, "").strip()
+    if not token:
+        raise McpSimError(
+            f"--auth-token-env {variable}: the environment variable {variable} is empty or not set. Put a long "
+            f"random token in it, e.g. export {variable}="
+            "$(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return token
+
+
+def transport_security(host: str, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
+    """DNS-rebinding protection: Host and Origin must name loopback, the bind address or an --allowed-host."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = [*LOOPBACK_NAMES, *allowed_hosts]
+    if not is_loopback(host) and host not in ("0.0.0.0", "::", ""):
+        names.append(host)  # a client that reaches a LAN bind by its address names that address
+    hosts = [pattern for name in names for pattern in _host_patterns(_bracketed(name))]
+    origins = [f"{scheme}://{pattern}" for scheme in ("http", "https") for pattern in hosts]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+def _bracketed(name: str) -> str:
+    return f"[{name}]" if name.count(":") >= 2 and not name.startswith("[") else name
+
+
+def _host_patterns(name: str) -> list[str]:
+    has_port = ":" in name.rsplit("]", 1)[-1]
+    return [name] if has_port else [name, f"{name}:*"]
+
+
+class BearerTokenMiddleware:
+    """Answer 401 to every request that lacks `Authorization: Bearer <token>`; compared in constant time."""
+
+    def __init__(self, app: ASGIApp, token: str):
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.responses import JSONResponse
+
+        if scope["type"] not in ("http", "websocket") or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse({"error": "invalid_token",
+                                 "error_description": "send the server's token as 'Authorization: Bearer TOKEN'"},
+                                status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mcp-sim"'})
+        await response(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+        scheme, _, presented = bytes(header).partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(presented.strip(), self._token)
+
+
+async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *, allow_remote: bool = False,
+                     auth_token: str | None = None, allowed_hosts: Sequence[str] = ()) -> None:
+    """Serve streamable HTTP at http://host:port/path, refusing an unsafe bind (see `check_bind`)."""
+    import uvicorn
+
+    check_bind(host, allow_remote, auth_token)
+    app = server.streamable_http_app(streamable_http_path=path, host=host,
+                                     transport_security=transport_security(host, allowed_hosts))
+    if auth_token:
+        app.add_middleware(BearerTokenMiddleware, token=auth_token)
+    if not is_loopback(host):
+        logger.warning("mcp-sim: serving HTTP on %s:%d, REACHABLE FROM OTHER MACHINES; every request needs the "
+                       "bearer token; Host/Origin allowed: loopback%s", host, port,
+                       "".join(f", {name}" for name in allowed_hosts))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    logger.info("serving streamable HTTP at http://%s:%d%s", host, port, path)
+    await uvicorn.Server(config).serve()
+
+
+@dataclass(frozen=True)
+class HttpSecurity:
+    """What `http_security_options` collected from the command line."""
+
+    allow_remote: bool = False
+    auth_token_env: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+
+    def check(self, host: str) -> None:
+        """Refuse an unsafe bind before anything heavy is loaded."""
+        check_bind(host, self.allow_remote, self.auth_token())
+
+    def auth_token(self) -> str | None:
+        return token_from_env(self.auth_token_env) if self.auth_token_env else None
+
+    def serve_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `serve_http`."""
+        return {"allow_remote": self.allow_remote, "auth_token": self.auth_token(),
+                "allowed_hosts": self.allowed_hosts}
+
+
+def http_security_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --allow-remote, --auth-token-env and --allowed-host; the command receives `http_security`."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, allow_remote: bool, auth_token_env: str | None, allowed_hosts: tuple[str, ...],
+                **kwargs: Any) -> Any:
+        security = HttpSecurity(allow_remote, auth_token_env, tuple(allowed_hosts))
+        return command(*args, http_security=security, **kwargs)
+
+    options = [
+        click.option("--allow-remote", is_flag=True,
+                     help="Allow an HTTP bind other than loopback (e.g. --host 0.0.0.0); needs --auth-token-env."),
+        click.option("--auth-token-env", metavar="VAR", default=None,
+                     help="Require 'Authorization: Bearer TOKEN' on every HTTP request, TOKEN being the value of "
+                     "the environment variable VAR."),
+        click.option("--allowed-host", "allowed_hosts", metavar="HOST", multiple=True,
+                     help="A name clients use to reach the server (Host and Origin headers), besides loopback and "
+                     "the bind address; any port. Repeatable. Others are refused (DNS-rebinding protection)."),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+# --- stdio: every line gets an answer --------------------------------------------------------------------
+
+
+async def serve_stdio(server: Server) -> None:
+    """Serve over stdin/stdout; a line the SDK cannot read is answered with a JSON-RPC error."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        answering = AnsweringReadStream(read_stream, write_stream)
+        await server.run(answering, write_stream, server.create_initialization_options())
+
+
+class AnsweringReadStream:
+    """Wraps a transport's read stream: what the transport could not read is answered here, not passed on."""
+
+    def __init__(self, inner: Any, write_stream: Any):
+        self._inner = inner
+        self._write = write_stream
+
+    @property
+    def last_context(self) -> Any:
+        # The SDK's dispatcher runs each message in its sender's context; pass it through.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(item)
+
+    async def _answer(self, exc: Exception) -> None:
+        from mcp.shared.message import SessionMessage
+
+        for reply in unreadable_replies(exc):
+            logger.info("answered an unreadable message: %s", reply.error.message)
+            try:
+                await self._write.send(SessionMessage(reply))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return  # the client is gone: nobody left to answer
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> AnsweringReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> AnsweringReadStream:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+def unreadable_replies(exc: Exception) -> list[types.JSONRPCError]:
+    """The errors answering one unreadable message: one per request id found in it, else one with id null."""
+    import mcp_types as types
+
+    code, message, payload = _classify(exc)
+    ids = request_ids(payload)
+    error = types.ErrorData(code=code, message=message)
+    answered: list[types.RequestId | None] = [*ids] or [None]
+    return [types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error) for request_id in answered]
+
+
+def _classify(exc: Exception) -> tuple[int, str, Any]:
+    """(JSON-RPC code, message, the message as the transport saw it) for a transport's read failure."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError) or not exc.errors():
+        return types.PARSE_ERROR, "Parse error: the message could not be read", None
+    first = exc.errors()[0]
+    payload = first.get("input")
+    if first["type"] == "json_invalid":
+        hint = f" (JSON nested deeper than about {PARSER_DEPTH_LIMIT} levels is refused)" \
+            if "recursion limit" in first["msg"] else ""
+        return types.PARSE_ERROR, f"Parse error: {first['msg']}{hint}", payload
+    if isinstance(payload, list):
+        return (types.INVALID_REQUEST, "Invalid Request: MCP does not accept JSON-RPC batches; send one message "
+                "per line", payload)
+    return (types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message; a request reads "
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}', payload)
+
+
+def request_ids(payload: Any) -> list[types.RequestId]:
+    """The id of the message, or of each message of a batch, in parsed or raw form; [] when none is found."""
+    if isinstance(payload, dict):
+        return [payload["id"]] if _is_request_id(payload.get("id")) else []
+    if isinstance(payload, list):
+        return [item["id"] for item in payload if isinstance(item, dict) and _is_request_id(item.get("id"))]
+    if isinstance(payload, str):
+        return _scan_ids(payload.encode("utf-8", errors="replace"))
+    return []
+
+
+def _scan_ids(raw: bytes) -> list[types.RequestId]:
+    """Find top-level ids in JSON too deep or too broken to parse: ijson's event stream, no document built.
+
+    (ijson.parse's prefixes grow with depth, quadratic in it; basic_parse's events do not.)
+    """
+    import ijson
+
+    ids: list[types.RequestId] = []
+    depth, key_depth, wanted = 0, 1, False
+    try:
+        for index, (event, value) in enumerate(ijson.basic_parse(raw)):
+            if index == 0 and event == "start_array":
+                key_depth = 2  # a batch: the ids of its members
+            if wanted and _is_request_id(value):
+                ids.append(value)
+                if key_depth == 1:
+                    break
+            wanted = event == "map_key" and value == "id" and depth == key_depth
+            depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
+    except (ijson.JSONError, ValueError):
+        pass  # broken further on: the ids before the break still count
+    return ids
+
+
+def _is_request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
