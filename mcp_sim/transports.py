@@ -1,8 +1,9 @@
 """The transports mcp-sim serves on: stdio, and streamable HTTP locked down by default.
 
 stdio: the SDK drops every line it cannot read (bad JSON, a wrong shape, JSON nested deeper than its parser's
-limit of about 200 levels) and logs it at debug level, so the client waits forever. Here each gets a JSON-RPC
-error, with the request's id when a shallow scan finds it.
+limit of about 200 levels) with a debug log line, and takes a request whose id is null, true, a fraction or an
+object for a notification; either way the client waits forever. Here each gets a JSON-RPC error, with the
+request's id when a shallow scan of the line finds it.
 
 HTTP: binds loopback by default; any other bind needs --allow-remote and a bearer token. Host and Origin are
 checked on every bind (DNS rebinding), using the SDK's own TransportSecuritySettings.
@@ -12,13 +13,16 @@ from __future__ import annotations
 
 import functools
 import hmac
+import io
 import ipaddress
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
 import click
@@ -188,20 +192,62 @@ def http_security_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 async def serve_stdio(server: Server) -> None:
-    """Serve over stdin/stdout; a line the SDK cannot read is answered with a JSON-RPC error."""
+    """Serve over stdin/stdout; a line the SDK cannot read, or reads wrongly, is answered with a JSON-RPC error."""
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read_stream, write_stream):
-        answering = AnsweringReadStream(read_stream, write_stream)
-        await server.run(answering, write_stream, server.create_initialization_options())
+    with _protocol_stdin() as binary:
+        lines = RecordedLines(binary)
+        async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream):
+            answering = AnsweringReadStream(read_stream, write_stream, lines.pending)
+            await server.run(answering, write_stream, server.create_initialization_options())
+
+
+@contextmanager
+def _protocol_stdin() -> Iterator[BinaryIO]:
+    """fd 0 for the protocol alone, as the SDK arranges for its own reader (it skips that for a stream handed
+    to it): the protocol is read from a private duplicate while fd 0 reads /dev/null."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        # Never closed: a worker thread may still block reading it after the transport exits.
+        yield os.fdopen(private, "rb", closefd=False)
+    finally:
+        os.dup2(private, 0)
+
+
+class RecordedLines(io.TextIOWrapper):
+    """The protocol's text, decoded as the SDK does; keeps each line until the read stream pairs it with its message.
+
+    The SDK's reader turns each line into exactly one item (a message or the exception that reading it
+    raised), in order, so the n-th item received is the n-th line kept.
+    """
+
+    def __init__(self, binary: BinaryIO):
+        super().__init__(binary, encoding="utf-8", errors="replace")
+        self.pending: deque[str] = deque()
+
+    # typeshed gives TextIOWrapper the bytes readline of _IOBase; at run time it returns str.
+    def readline(self, size: int = -1, /) -> str:  # type: ignore[override]
+        line = super().readline(size)
+        if line:
+            self.pending.append(line)
+        return line
+
+    def close(self) -> None:
+        # Not ours to close (the SDK's issue #1933: closing the buffer destroyed sys.stdout for good).
+        with suppress(ValueError):
+            self.detach()
 
 
 class AnsweringReadStream:
-    """Wraps a transport's read stream: what the transport could not read is answered here, not passed on."""
+    """Wraps the transport's read stream: what it could not read, or read wrongly, is answered here, not passed on."""
 
-    def __init__(self, inner: Any, write_stream: Any):
+    def __init__(self, inner: Any, write_stream: Any, lines: deque[str]):
         self._inner = inner
         self._write = write_stream
+        self._lines = lines
 
     @property
     def last_context(self) -> Any:
@@ -211,14 +257,16 @@ class AnsweringReadStream:
     async def receive(self) -> SessionMessage:
         while True:
             item = await self._inner.receive()
-            if not isinstance(item, Exception):
+            line = self._lines.popleft() if self._lines else ""
+            replies = replies_for(item, line)
+            if replies is None:
                 return item
-            await self._answer(item)
+            await self._answer(replies)
 
-    async def _answer(self, exc: Exception) -> None:
+    async def _answer(self, replies: list[types.JSONRPCError]) -> None:
         from mcp.shared.message import SessionMessage
 
-        for reply in unreadable_replies(exc):
+        for reply in replies:
             logger.info("answered an unreadable message: %s", reply.error.message)
             try:
                 await self._write.send(SessionMessage(reply))
@@ -245,70 +293,71 @@ class AnsweringReadStream:
         await self.aclose()
 
 
-def unreadable_replies(exc: Exception) -> list[types.JSONRPCError]:
-    """The errors answering one unreadable message: one per request id found in it, else one with id null."""
+def replies_for(item: SessionMessage | Exception, line: str) -> list[types.JSONRPCError] | None:
+    """The errors that answer `item` (read from `line`) in the transport's stead; None to pass it on."""
     import mcp_types as types
 
-    code, message, payload = _classify(exc)
-    ids = request_ids(payload)
+    if isinstance(item, Exception):
+        code, message = _unreadable(item, line)
+        return _errors(code, message, scan_ids(line)[0])
+    if isinstance(item.message, types.JSONRPCNotification) and not item.message.method.startswith("notifications/"):
+        ids, has_id = scan_ids(line)
+        if has_id:  # a request whose id is not a string or an integer: the SDK dropped the id and its answer
+            return _errors(types.INVALID_REQUEST, "Invalid Request: the id must be a string or an integer", [])
+    return None
+
+
+def _errors(code: int, message: str, ids: list[types.RequestId]) -> list[types.JSONRPCError]:
+    """One error per request id, else one with id null (JSON-RPC's answer when the id cannot be read)."""
+    import mcp_types as types
+
     error = types.ErrorData(code=code, message=message)
     answered: list[types.RequestId | None] = [*ids] or [None]
     return [types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error) for request_id in answered]
 
 
-def _classify(exc: Exception) -> tuple[int, str, Any]:
-    """(JSON-RPC code, message, the message as the transport saw it) for a transport's read failure."""
+def _unreadable(exc: Exception, line: str) -> tuple[int, str]:
+    """(JSON-RPC code, message) for a line the transport failed to read."""
     import mcp_types as types
     from pydantic import ValidationError
 
-    if not isinstance(exc, ValidationError) or not exc.errors():
-        return types.PARSE_ERROR, "Parse error: the message could not be read", None
-    first = exc.errors()[0]
-    payload = first.get("input")
-    if first["type"] == "json_invalid":
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if errors and errors[0]["type"] == "json_invalid":
         hint = f" (JSON nested deeper than about {PARSER_DEPTH_LIMIT} levels is refused)" \
-            if "recursion limit" in first["msg"] else ""
-        return types.PARSE_ERROR, f"Parse error: {first['msg']}{hint}", payload
-    if isinstance(payload, list):
-        return (types.INVALID_REQUEST, "Invalid Request: MCP does not accept JSON-RPC batches; send one message "
-                "per line", payload)
+            if "recursion limit" in errors[0]["msg"] else ""
+        return types.PARSE_ERROR, f"Parse error: {errors[0]['msg']}{hint}"
+    if not errors:
+        return types.PARSE_ERROR, "Parse error: the message could not be read"
+    if line.lstrip().startswith("["):
+        return types.INVALID_REQUEST, "Invalid Request: MCP does not accept JSON-RPC batches; send one message per line"
     return (types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message; a request reads "
-            '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}', payload)
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}')
 
 
-def request_ids(payload: Any) -> list[types.RequestId]:
-    """The id of the message, or of each message of a batch, in parsed or raw form; [] when none is found."""
-    if isinstance(payload, dict):
-        return [payload["id"]] if _is_request_id(payload.get("id")) else []
-    if isinstance(payload, list):
-        return [item["id"] for item in payload if isinstance(item, dict) and _is_request_id(item.get("id"))]
-    if isinstance(payload, str):
-        return _scan_ids(payload.encode("utf-8", errors="replace"))
-    return []
+def scan_ids(line: str) -> tuple[list[types.RequestId], bool]:
+    """The valid ids of the message (or of each message of a batch) in `line`, and whether any "id" member was
+    seen; parsed or not, as deep or as broken as it may be, without building the document.
 
-
-def _scan_ids(raw: bytes) -> list[types.RequestId]:
-    """Find top-level ids in JSON too deep or too broken to parse: ijson's event stream, no document built.
-
-    (ijson.parse's prefixes grow with depth, quadratic in it; basic_parse's events do not.)
+    ijson's event stream, not ijson.parse: the prefixes parse builds grow with depth, quadratic in it.
     """
     import ijson
 
     ids: list[types.RequestId] = []
-    depth, key_depth, wanted = 0, 1, False
+    has_id, depth, key_depth, value_next = False, 0, 1, False
     try:
-        for index, (event, value) in enumerate(ijson.basic_parse(raw)):
+        for index, (event, value) in enumerate(ijson.basic_parse(line.encode("utf-8", errors="replace"))):
             if index == 0 and event == "start_array":
                 key_depth = 2  # a batch: the ids of its members
-            if wanted and _is_request_id(value):
+            if value_next and _is_request_id(value):
                 ids.append(value)
-                if key_depth == 1:
-                    break
-            wanted = event == "map_key" and value == "id" and depth == key_depth
+            if value_next and key_depth == 1:
+                break
+            value_next = event == "map_key" and value == "id" and depth == key_depth
+            has_id = has_id or value_next
             depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
     except (ijson.JSONError, ValueError):
-        pass  # broken further on: the ids before the break still count
-    return ids
+        pass  # broken further on: what came before still counts
+    return ids, has_id
 
 
 def _is_request_id(value: Any) -> bool:
