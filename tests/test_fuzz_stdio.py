@@ -118,7 +118,7 @@ def outcome(answers: list[dict[str, Any]]) -> str:
         return "no answer (notification)"
     first = answers[0]
     kind = f"error {first['error']['code']}" if "error" in first else "isError result"
-    return kind + (f" x{len(answers)} ids" if len(answers) > 1 else "")
+    return kind + (" for each request id" if len(answers) > 1 else "")
 
 
 @pytest.fixture(scope="module")
