@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from mcp_sim.errors import SpecError
 from mcp_sim.specs import MAX_NESTING, MAX_VALUES, load_catalog, unresolvable_refs, validation_error
 
 
-def tool_with(input_schema: dict[str, object], **extra: object) -> dict[str, object]:
+def tool_with(input_schema: Mapping[str, object], **extra: object) -> dict[str, object]:
     return {"name": "lookup", "inputSchema": input_schema, **extra}
 
 
