@@ -1,5 +1,6 @@
 """Operator routes on the HTTP server, never advertised to the agent as tools: list, show, reset, fork,
-export and delete worlds. Loopback only: they show and change every world of the server."""
+export and delete worlds. Loopback only unless the server requires a bearer token of every request: they
+show and change every world of the server."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ ADMIN_PATH = "/admin/worlds"
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def admin_routes(worlds: Worlds) -> list[Route]:
+def admin_routes(worlds: Worlds, remote_allowed: bool = False) -> list[Route]:
     def guarded(action: Callable[[Request], Any]) -> Handler:
         async def endpoint(request: Request) -> Response:
-            if not _loopback(request):
+            if not remote_allowed and not _loopback(request):
                 return JSONResponse({"error": "the admin routes answer loopback clients only"}, status_code=403)
             try:
                 return JSONResponse(await anyio.to_thread.run_sync(action, request))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -20,7 +19,6 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from starlette.routing import Route
 
 from mcp_sim import __version__
 from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
@@ -148,25 +146,3 @@ def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:
     return types.CallToolResult(content=content,
                                 structured_content=result.structured, is_error=result.is_error,
                                 _meta=result.meta)
-
-
-async def serve_stdio(server: Server, on_ready: Callable[[], object] | None = None) -> None:
-    """Serve over stdin/stdout. `on_ready` runs once the transport holds its private copies of fd 0 and 1:
-    work started before then (llama.cpp's quiet model load points fd 1 at /dev/null for a moment) could
-    leave the protocol writing to the null device."""
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server() as (read_stream, write_stream):
-        if on_ready is not None:
-            on_ready()
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-async def serve_http(server: Server, host: str, port: int, path: str = "/mcp",
-                     routes: list[Route] | None = None) -> None:
-    import uvicorn
-
-    app = server.streamable_http_app(streamable_http_path=path, host=host, custom_starlette_routes=routes)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    logger.info("serving streamable HTTP at http://%s:%d%s", host, port, path)
-    await uvicorn.Server(config).serve()

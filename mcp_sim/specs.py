@@ -7,10 +7,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import jsonschema
+import referencing.jsonschema
 import yaml
 from jsonschema.validators import validator_for
+from jsonschema_specifications import REGISTRY as METASCHEMAS
+from referencing.exceptions import PointerToNowhere, Unresolvable
 
 from mcp_sim.errors import SpecError
 from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
@@ -28,6 +32,11 @@ TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "a
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 X_SIM_FIELDS = {"examples", "fixtures", "faults"}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
+# Real specs stay under 20 levels; the schema checks and the simulator recurse once or more per level.
+MAX_NESTING = 64
+# Values once YAML aliases are expanded (as the prompt and json.dumps expand them): a few aliases nested
+# 40 deep stand for 2**40 values, a "billion laughs" that would hang the loader.
+MAX_VALUES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,48 @@ def _parse(path: Path, problems: list[str]) -> Any:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         problems.append(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}")
         return None
+    except RecursionError:
+        problems.append(_too_deep(path))
+        return None
+
+
+def _too_deep(path: Path) -> str:
+    return f"{path}: nested deeper than {MAX_NESTING} levels; a tool spec needs far fewer (flatten it)"
+
+
+def _deeper_than(document: Any, limit: int) -> bool:
+    """Whether containers nest more than `limit` levels; iterative, and each shared (YAML alias) node once."""
+    deepest_seen: dict[int, int] = {}
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if not isinstance(value, (dict, list)) or deepest_seen.get(id(value), 0) >= depth:
+            continue
+        if depth > limit:
+            return True
+        deepest_seen[id(value)] = depth
+        stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
+def _expanded_size(document: Any) -> int:
+    """How many values `document` holds with every shared node counted at each use; linear in distinct nodes.
+
+    Needs an acyclic document (the nesting check rejects a cycle first: its depth never ends).
+    """
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(document, False)]
+    while stack:
+        value, children_done = stack.pop()
+        if not isinstance(value, (dict, list)) or (id(value) in sizes and not children_done):
+            continue
+        children = list(value.values()) if isinstance(value, dict) else value
+        if children_done:
+            sizes[id(value)] = 1 + sum(sizes.get(id(child), 1) for child in children)
+        else:
+            stack.append((value, True))
+            stack.extend((child, False) for child in children)
+    return sizes.get(id(document), 1)
 
 
 def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
@@ -165,6 +216,13 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     if document is None:
         if len(problems) == reported:
             problems.append(f"{path}: the file is empty; expected a tools/list result, a list of tools or one tool")
+        return None
+    if _deeper_than(document, MAX_NESTING):
+        problems.append(_too_deep(path))
+        return None
+    if _expanded_size(document) > MAX_VALUES:
+        problems.append(f"{path}: expands to more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
+                        "expanded; write the data out or cut it down")
         return None
     source = str(path)
     world: tuple[str | None, Any, dict[str, Scenario], str] = (None, None, {}, DEFAULT_SCENARIO)
@@ -255,17 +313,20 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
         if text_field in raw and not isinstance(raw[text_field], str):
             problems.append(f"{label}/{text_field}: must be text")
     input_schema = raw.get("inputSchema")
+    input_ok = False
     if input_schema is None:
         problems.append(f"{label}: missing 'inputSchema' (use {{type: object, properties: {{}}}} for no arguments)")
     else:
-        _check_schema(input_schema, f"{label}/inputSchema", problems, require_object=True)
+        input_ok = _check_schema(input_schema, f"{label}/inputSchema", problems, require_object=True)
     output_schema = raw.get("outputSchema")
-    if output_schema is not None:
-        _check_schema(output_schema, f"{label}/outputSchema", problems, require_object=True)
+    output_ok = output_schema is None or _check_schema(output_schema, f"{label}/outputSchema", problems,
+                                                       require_object=True)
     annotations = raw.get("annotations")
     if annotations is not None:
         _check_annotations(annotations, f"{label}/annotations", problems)
-    examples = _parse_examples(raw.get("x-sim"), label, input_schema, output_schema, problems)
+    # A broken schema is reported once, not again for every example checked against it ({} accepts anything).
+    examples = _parse_examples(raw.get("x-sim"), label, input_schema if input_ok else {},
+                               output_schema if output_ok else {}, problems)
     fixtures = _parse_fixtures(raw.get("x-sim"), ToolShape(name, input_schema, output_schema), label, problems)
     faults = _parse_faults(raw.get("x-sim"), name, f"{where}/x-sim/faults", problems)
     if len(problems) > before:
@@ -277,17 +338,78 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
                     declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
-def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> None:
+def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> bool:
+    """Append the schema's problems; True when it is fit to validate examples against."""
     if not isinstance(schema, dict):
         problems.append(f"{where}: a JSON Schema must be a mapping, got {type(schema).__name__}")
-        return
+        return False
     validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    for error in sorted(validator_cls(validator_cls.META_SCHEMA).iter_errors(schema), key=str):
+    errors = sorted(validator_cls(validator_cls.META_SCHEMA).iter_errors(schema), key=str)
+    for error in errors:
         pointer = "/" + "/".join(str(p) for p in error.absolute_path)
         problems.append(f"{where}{pointer if pointer != '/' else ''}: invalid JSON Schema: {error.message}")
     if require_object and schema.get("type") != "object":
         problems.append(f"{where}: the root must have \"type\": \"object\" (MCP requires it), "
                         f"got {schema.get('type')!r}")
+    if errors:
+        return False  # the $ref walk below assumes a well-formed schema
+    bad_refs = [f"{where}{pointer}/$ref: {message}" for pointer, message in unresolvable_refs(schema)]
+    problems.extend(bad_refs)
+    return not bad_refs
+
+
+def unresolvable_refs(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    """(JSON pointer, why) for every $ref in `schema` that does not resolve within it, used or not.
+
+    The subschemas are found by `referencing`, jsonschema's own resolver, so a "$ref" key inside data
+    (const, enum, examples) is not taken for a reference. Nothing is fetched: a ref to another file or
+    a URL fails (only the JSON Schema metaschemas, bundled with jsonschema, resolve).
+    """
+    dialect = schema.get("$schema")
+    specification = referencing.jsonschema.specification_with(
+        dialect if isinstance(dialect, str) else "", default=referencing.jsonschema.DRAFT202012)
+    root = specification.create_resource(schema)
+    pointers = _pointers(schema)
+    found: list[tuple[str, str]] = []
+    stack = [(root, METASCHEMAS.with_resource(root.id() or "", root).crawl().resolver(root.id() or ""))]
+    while stack:
+        resource, resolver = stack.pop()
+        ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
+        if isinstance(ref, str):
+            problem = _ref_problem(resolver, ref)
+            if problem:
+                found.append((pointers.get(id(resource.contents), ""), problem))
+        stack.extend((sub, resolver.in_subresource(sub)) for sub in resource.subresources())
+    return sorted(found)
+
+
+def _ref_problem(resolver: Any, ref: str) -> str | None:
+    try:
+        resolver.lookup(ref)
+    except PointerToNowhere:
+        return f"{ref!r} points nowhere in this schema; define the target (e.g. under $defs) or fix the pointer"
+    except Unresolvable:
+        where = "a URL" if urlsplit(ref).scheme else "another file"
+        return (f"{ref!r} names {where}, which mcp-sim never fetches (it runs offline); copy that schema under "
+                "$defs and point at '#/$defs/NAME'")
+    return None
+
+
+def _pointers(document: Any) -> dict[int, str]:
+    """The JSON pointer of every mapping in `document`, by identity."""
+    pointers: dict[int, str] = {}
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        value, pointer = stack.pop()
+        if isinstance(value, dict):
+            pointers.setdefault(id(value), pointer)
+            items = [(str(key).replace("~", "~0").replace("/", "~1"), child) for key, child in value.items()]
+        elif isinstance(value, list):
+            items = [(str(index), child) for index, child in enumerate(value)]
+        else:
+            continue
+        stack.extend((child, f"{pointer}/{key}") for key, child in items)
+    return pointers
 
 
 def _check_annotations(annotations: Any, where: str, problems: list[str]) -> None:
@@ -370,11 +492,12 @@ def validation_error(instance: Any, schema: dict[str, Any]) -> str | None:
     """The first validation problem as one readable line, or None when the instance is valid."""
     validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        validator = validator_cls(schema, format_checker=validator_cls.FORMAT_CHECKER)
+        # The metaschemas and nothing else: jsonschema's default would fetch a remote $ref over the network.
+        validator = validator_cls(schema, registry=METASCHEMAS, format_checker=validator_cls.FORMAT_CHECKER)
         errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     except jsonschema.exceptions.SchemaError as exc:  # the schema was checked at load; be safe anyway
         return f"schema error: {exc.message}"
-    except jsonschema.exceptions.RefResolutionError as exc:
+    except Unresolvable as exc:
         return f"schema reference cannot be resolved: {exc}"
     if not errors:
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from mcp_sim.cli.options import (
 )
 from mcp_sim.errors import McpSimError
 from mcp_sim.specs import load_catalog
+from mcp_sim.transports import HttpSecurity, http_security_options
 from mcp_sim.worlds.routing import SCOPES
 from mcp_sim.worlds.world import DEFAULT_WORLD
 
@@ -43,19 +45,23 @@ from mcp_sim.worlds.world import DEFAULT_WORLD
 @click.option("--warm-start/--no-warm-start", default=True, show_default=True,
               help="Serve at once and load the model (and read every spec's system prompt) in the background; "
                    "calls wait until it is ready. The model file is checked before serving either way.")
+@http_security_options
 @world_options
 @rehearsal_options
 @engine_options
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
-          world_scope: str, expose_world: bool, warm_start: bool, scenario: str | None, state_dir: Path | None,
-          max_worlds: int, **engine: Any) -> None:
+          world_scope: str, expose_world: bool, warm_start: bool, http_security: HttpSecurity, scenario: str | None,
+          state_dir: Path | None, max_worlds: int, **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
     from mcp_sim.admin import admin_routes
     from mcp_sim.scheduler import FairScheduler
-    from mcp_sim.server import create_server, serve_http, serve_stdio
+    from mcp_sim.server import create_server
+    from mcp_sim.transports import serve_http, serve_stdio
     from mcp_sim.warmup import Warmup
 
+    if transport == "http":
+        http_security.check(host)  # refuse an unsafe bind before anything heavy loads
     catalog = load_catalog(list(specs))
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
     simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), load=not warm_start, **engine)
@@ -75,7 +81,11 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
         else:
             if warmup is not None:
                 warmup.start()
-            anyio.run(serve_http, server, host, port, http_path, admin_routes(worlds))
+            token = http_security.auth_token()
+            # The admin routes see and change every world: loopback only, unless every request carries the token.
+            routes = admin_routes(worlds, remote_allowed=token is not None)
+            anyio.run(functools.partial(serve_http, server, host, port, http_path, routes=routes,
+                                        **http_security.serve_kwargs()))
     finally:
         simulator.engine.close()
         worlds.close()

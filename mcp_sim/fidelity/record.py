@@ -22,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_sim.fidelity.record_surface import surface_proxy_handlers
 from mcp_sim.fidelity.traces import TOOL_CALL, Redactor, TraceRecord, TraceWriter, read_traces, replace_text
 from mcp_sim.fidelity.upstream import connect
-from mcp_sim.server import RequestContext, serve_http, serve_stdio, transport_session_id
+from mcp_sim.server import RequestContext, transport_session_id
+from mcp_sim.transports import serve_http, serve_stdio
 
 
 class Recorder:
