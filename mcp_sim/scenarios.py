@@ -65,3 +65,34 @@ def parse_scenarios(raw: Any, where: str, problems: list[str]) -> dict[str, Scen
             continue
         scenarios[name] = Scenario(name, description, body.get("data"))
     return scenarios
+
+
+WORLD_FIELDS = {"description", "data", "scenarios", "default_scenario"}
+
+
+def parse_world(raw: Any, source: str,
+                 problems: list[str]) -> tuple[str | None, Any, dict[str, Scenario], str]:
+    """`world`: text, or {description, data, scenarios, default_scenario}."""
+    if raw is None or isinstance(raw, str):
+        return raw, None, {}, DEFAULT_SCENARIO
+    if not isinstance(raw, dict):
+        problems.append(f"{source}#/world: must be text or a mapping with 'description' and 'data'")
+        return None, None, {}, DEFAULT_SCENARIO
+    unknown = set(raw) - WORLD_FIELDS
+    if unknown:
+        problems.append(f"{source}#/world: unknown field(s) {sorted(unknown)}; use {', '.join(sorted(WORLD_FIELDS))}")
+    description = raw.get("description")
+    if description is not None and not isinstance(description, str):
+        problems.append(f"{source}#/world/description: must be text")
+        description = None
+    data = raw.get("data")
+    try:
+        json.dumps(data)
+    except (TypeError, ValueError):
+        problems.append(f"{source}#/world/data: must be JSON data (objects, arrays, strings, numbers)")
+    scenarios = parse_scenarios(raw.get("scenarios"), f"{source}#/world/scenarios", problems)
+    default = raw.get("default_scenario", DEFAULT_SCENARIO)
+    if default != DEFAULT_SCENARIO and default not in scenarios:
+        problems.append(f"{source}#/world/default_scenario: {default!r} is not one of world.scenarios")
+        default = DEFAULT_SCENARIO
+    return description, data, scenarios, default

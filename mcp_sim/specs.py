@@ -7,22 +7,30 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-import jsonschema
-import referencing.jsonschema
 import yaml
-from jsonschema.validators import validator_for
-from jsonschema_specifications import REGISTRY as METASCHEMAS
-from referencing.exceptions import PointerToNowhere, Unresolvable
 
 from mcp_sim.errors import SpecError
 from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
 from mcp_sim.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
-from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_scenarios
+from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_world
+from mcp_sim.schemas import (
+    MAX_NESTING,
+    MAX_VALUES,
+    check_schema,
+    deeper_than,
+    expanded_size,
+    too_deep,
+    unresolvable_refs,
+    validate_instance,
+    validation_error,
+)
 
 if TYPE_CHECKING:
     from mcp_sim.rehearsal.faults import FaultRule
+
+# Part of this module's API since before schemas.py: importers of validation_error find it here too.
+__all__ = ["Catalog", "Example", "SpecSet", "ToolSpec", "load_catalog", "unresolvable_refs", "validation_error"]
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 # MCP's tool-name rule (SEP-986): 1-128 of letters, digits, '_', '-', '.'.
@@ -32,11 +40,6 @@ TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "a
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 X_SIM_FIELDS = {"examples", "fixtures", "faults"}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
-# Real specs stay under 20 levels; the schema checks and the simulator recurse once or more per level.
-MAX_NESTING = 64
-# Values once YAML aliases are expanded (as the prompt and json.dumps expand them): a few aliases nested
-# 40 deep stand for 2**40 values, a "billion laughs" that would hang the loader.
-MAX_VALUES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -166,47 +169,8 @@ def _parse(path: Path, problems: list[str]) -> Any:
         problems.append(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}")
         return None
     except RecursionError:
-        problems.append(_too_deep(path))
+        problems.append(too_deep(path))
         return None
-
-
-def _too_deep(path: Path) -> str:
-    return f"{path}: nested deeper than {MAX_NESTING} levels; a tool spec needs far fewer (flatten it)"
-
-
-def _deeper_than(document: Any, limit: int) -> bool:
-    """Whether containers nest more than `limit` levels; iterative, and each shared (YAML alias) node once."""
-    deepest_seen: dict[int, int] = {}
-    stack = [(document, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if not isinstance(value, (dict, list)) or deepest_seen.get(id(value), 0) >= depth:
-            continue
-        if depth > limit:
-            return True
-        deepest_seen[id(value)] = depth
-        stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
-    return False
-
-
-def _expanded_size(document: Any) -> int:
-    """How many values `document` holds with every shared node counted at each use; linear in distinct nodes.
-
-    Needs an acyclic document (the nesting check rejects a cycle first: its depth never ends).
-    """
-    sizes: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(document, False)]
-    while stack:
-        value, children_done = stack.pop()
-        if not isinstance(value, (dict, list)) or (id(value) in sizes and not children_done):
-            continue
-        children = list(value.values()) if isinstance(value, dict) else value
-        if children_done:
-            sizes[id(value)] = 1 + sum(sizes.get(id(child), 1) for child in children)
-        else:
-            stack.append((value, True))
-            stack.extend((child, False) for child in children)
-    return sizes.get(id(document), 1)
 
 
 def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
@@ -217,10 +181,10 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
         if len(problems) == reported:
             problems.append(f"{path}: the file is empty; expected a tools/list result, a list of tools or one tool")
         return None
-    if _deeper_than(document, MAX_NESTING):
-        problems.append(_too_deep(path))
+    if deeper_than(document, MAX_NESTING):
+        problems.append(too_deep(path))
         return None
-    if _expanded_size(document) > MAX_VALUES:
+    if expanded_size(document) > MAX_VALUES:
         problems.append(f"{path}: expands to more than {MAX_VALUES:,} values once its YAML aliases (*name) are "
                         "expanded; write the data out or cut it down")
         return None
@@ -229,7 +193,7 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     if isinstance(document, dict) and ("tools" in document or SURFACE_FIELDS & set(document)):
         for key in sorted(set(document) - FILE_FIELDS):
             problems.append(f"{source}: unknown top-level field {key!r} (allowed: {', '.join(sorted(FILE_FIELDS))})")
-        world = _parse_world(document.get("world"), source, problems)
+        world = parse_world(document.get("world"), source, problems)
         _check_server(document.get("server"), source, problems)
         raw_tools = document.get("tools", [])
         pointer = "/tools"
@@ -254,37 +218,6 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
             tool.spec_set = spec_set
             spec_set.tools.append(tool)
     return spec_set
-
-
-WORLD_FIELDS = {"description", "data", "scenarios", "default_scenario"}
-
-
-def _parse_world(raw: Any, source: str,
-                 problems: list[str]) -> tuple[str | None, Any, dict[str, Scenario], str]:
-    """`world`: text, or {description, data, scenarios, default_scenario}."""
-    if raw is None or isinstance(raw, str):
-        return raw, None, {}, DEFAULT_SCENARIO
-    if not isinstance(raw, dict):
-        problems.append(f"{source}#/world: must be text or a mapping with 'description' and 'data'")
-        return None, None, {}, DEFAULT_SCENARIO
-    unknown = set(raw) - WORLD_FIELDS
-    if unknown:
-        problems.append(f"{source}#/world: unknown field(s) {sorted(unknown)}; use {', '.join(sorted(WORLD_FIELDS))}")
-    description = raw.get("description")
-    if description is not None and not isinstance(description, str):
-        problems.append(f"{source}#/world/description: must be text")
-        description = None
-    data = raw.get("data")
-    try:
-        json.dumps(data)
-    except (TypeError, ValueError):
-        problems.append(f"{source}#/world/data: must be JSON data (objects, arrays, strings, numbers)")
-    scenarios = parse_scenarios(raw.get("scenarios"), f"{source}#/world/scenarios", problems)
-    default = raw.get("default_scenario", DEFAULT_SCENARIO)
-    if default != DEFAULT_SCENARIO and default not in scenarios:
-        problems.append(f"{source}#/world/default_scenario: {default!r} is not one of world.scenarios")
-        default = DEFAULT_SCENARIO
-    return description, data, scenarios, default
 
 
 def _check_server(raw: Any, source: str, problems: list[str]) -> None:
@@ -317,9 +250,9 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     if input_schema is None:
         problems.append(f"{label}: missing 'inputSchema' (use {{type: object, properties: {{}}}} for no arguments)")
     else:
-        input_ok = _check_schema(input_schema, f"{label}/inputSchema", problems, require_object=True)
+        input_ok = check_schema(input_schema, f"{label}/inputSchema", problems, require_object=True)
     output_schema = raw.get("outputSchema")
-    output_ok = output_schema is None or _check_schema(output_schema, f"{label}/outputSchema", problems,
+    output_ok = output_schema is None or check_schema(output_schema, f"{label}/outputSchema", problems,
                                                        require_object=True)
     annotations = raw.get("annotations")
     if annotations is not None:
@@ -336,80 +269,6 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
                     examples=examples, fixtures=fixtures, faults=faults,
                     declared={k: v for k, v in raw.items() if k != "x-sim"})
-
-
-def _check_schema(schema: Any, where: str, problems: list[str], require_object: bool) -> bool:
-    """Append the schema's problems; True when it is fit to validate examples against."""
-    if not isinstance(schema, dict):
-        problems.append(f"{where}: a JSON Schema must be a mapping, got {type(schema).__name__}")
-        return False
-    validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    errors = sorted(validator_cls(validator_cls.META_SCHEMA).iter_errors(schema), key=str)
-    for error in errors:
-        pointer = "/" + "/".join(str(p) for p in error.absolute_path)
-        problems.append(f"{where}{pointer if pointer != '/' else ''}: invalid JSON Schema: {error.message}")
-    if require_object and schema.get("type") != "object":
-        problems.append(f"{where}: the root must have \"type\": \"object\" (MCP requires it), "
-                        f"got {schema.get('type')!r}")
-    if errors:
-        return False  # the $ref walk below assumes a well-formed schema
-    bad_refs = [f"{where}{pointer}/$ref: {message}" for pointer, message in unresolvable_refs(schema)]
-    problems.extend(bad_refs)
-    return not bad_refs
-
-
-def unresolvable_refs(schema: dict[str, Any]) -> list[tuple[str, str]]:
-    """(JSON pointer, why) for every $ref in `schema` that does not resolve within it, used or not.
-
-    The subschemas are found by `referencing`, jsonschema's own resolver, so a "$ref" key inside data
-    (const, enum, examples) is not taken for a reference. Nothing is fetched: a ref to another file or
-    a URL fails (only the JSON Schema metaschemas, bundled with jsonschema, resolve).
-    """
-    dialect = schema.get("$schema")
-    specification = referencing.jsonschema.specification_with(
-        dialect if isinstance(dialect, str) else "", default=referencing.jsonschema.DRAFT202012)
-    root = specification.create_resource(schema)
-    pointers = _pointers(schema)
-    found: list[tuple[str, str]] = []
-    stack = [(root, METASCHEMAS.with_resource(root.id() or "", root).crawl().resolver(root.id() or ""))]
-    while stack:
-        resource, resolver = stack.pop()
-        ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
-        if isinstance(ref, str):
-            problem = _ref_problem(resolver, ref)
-            if problem:
-                found.append((pointers.get(id(resource.contents), ""), problem))
-        stack.extend((sub, resolver.in_subresource(sub)) for sub in resource.subresources())
-    return sorted(found)
-
-
-def _ref_problem(resolver: Any, ref: str) -> str | None:
-    try:
-        resolver.lookup(ref)
-    except PointerToNowhere:
-        return f"{ref!r} points nowhere in this schema; define the target (e.g. under $defs) or fix the pointer"
-    except Unresolvable:
-        where = "a URL" if urlsplit(ref).scheme else "another file"
-        return (f"{ref!r} names {where}, which mcp-sim never fetches (it runs offline); copy that schema under "
-                "$defs and point at '#/$defs/NAME'")
-    return None
-
-
-def _pointers(document: Any) -> dict[int, str]:
-    """The JSON pointer of every mapping in `document`, by identity."""
-    pointers: dict[int, str] = {}
-    stack: list[tuple[Any, str]] = [(document, "")]
-    while stack:
-        value, pointer = stack.pop()
-        if isinstance(value, dict):
-            pointers.setdefault(id(value), pointer)
-            items = [(str(key).replace("~", "~0").replace("/", "~1"), child) for key, child in value.items()]
-        elif isinstance(value, list):
-            items = [(str(index), child) for index, child in enumerate(value)]
-        else:
-            continue
-        stack.extend((child, f"{pointer}/{key}") for key, child in items)
-    return pointers
 
 
 def _check_annotations(annotations: Any, where: str, problems: list[str]) -> None:
@@ -446,12 +305,12 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
         if scenario is not None and not isinstance(scenario, str):
             problems.append(f"{where}/scenario: must be a scenario name")
         is_error = bool(item.get("isError", False))
-        _validate_instance(item["arguments"], input_schema, f"{where}/arguments", problems)
+        validate_instance(item["arguments"], input_schema, f"{where}/arguments", problems)
         if is_error:
             if not isinstance(item["result"], str):
                 problems.append(f"{where}/result: an error example's result must be its error text")
         elif isinstance(output_schema, dict):
-            _validate_instance(item["result"], output_schema, f"{where}/result", problems)
+            validate_instance(item["result"], output_schema, f"{where}/result", problems)
         elif not isinstance(item["result"], str):
             problems.append(f"{where}/result: this tool has no outputSchema, so its result must be text")
         examples.append(Example(item["arguments"], item["result"], is_error, scenario))
@@ -478,35 +337,6 @@ def _parse_faults(raw: Any, name: str, where: str, problems: list[str]) -> list[
     except FaultFileError as exc:
         problems.extend(exc.problems)
         return []
-
-
-def _validate_instance(instance: Any, schema: Any, where: str, problems: list[str]) -> None:
-    if not isinstance(schema, dict):
-        return
-    message = validation_error(instance, schema)
-    if message:
-        problems.append(f"{where}: {message}")
-
-
-def validation_error(instance: Any, schema: dict[str, Any]) -> str | None:
-    """The first validation problem as one readable line, or None when the instance is valid."""
-    validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        # The metaschemas and nothing else: jsonschema's default would fetch a remote $ref over the network.
-        validator = validator_cls(schema, registry=METASCHEMAS, format_checker=validator_cls.FORMAT_CHECKER)
-        errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-    except jsonschema.exceptions.SchemaError as exc:  # the schema was checked at load; be safe anyway
-        return f"schema error: {exc.message}"
-    except Unresolvable as exc:
-        return f"schema reference cannot be resolved: {exc}"
-    if not errors:
-        return None
-    lines = []
-    for error in errors[:5]:
-        pointer = "/" + "/".join(str(p) for p in error.absolute_path)
-        lines.append(f"at {pointer}: {error.message}")
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return "; ".join(lines) + more
 
 
 def _check_unique_names(spec_sets: list[SpecSet], problems: list[str]) -> None:
