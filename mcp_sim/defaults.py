@@ -30,6 +30,8 @@ THINK_BUDGET = 1024
 # Answers and arguments.
 ATTEMPTS = 3
 MAX_ARGUMENT_BYTES = 64 * 1024
+# Seconds one call may take once its world's turn comes; 0: no limit (a slow model may take minutes).
+CALL_TIMEOUT_S = 0.0
 # Grammar bounds on every unbounded string and array, so a small model cannot loop.
 MAX_STRING = 80
 MAX_ITEMS = 5

@@ -131,14 +131,22 @@ async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: 
             raise
         except McpSimError as exc:
             logger.error("simulation of %s failed: %s", params.name, exc)
-            return SimulationResult(f"Simulation failed: {exc}", is_error=True,
-                                    meta={META_KEY: {"simulated": True, "stage": "engine", "world": world}})
+            return _engine_failure(f"Simulation failed: {exc}", world)
+        except Exception as exc:  # a bug or a crashed engine: this call fails, the server and the others go on
+            logger.exception("simulation of %s failed unexpectedly", params.name)
+            return _engine_failure(f"Simulation failed: internal error ({type(exc).__name__}: {exc}); nothing was "
+                                   "executed. The server log has the traceback.", world)
 
     try:
         return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         cancel.set()
         raise
+
+
+def _engine_failure(message: str, world: str) -> SimulationResult:
+    return SimulationResult(message, is_error=True, meta={META_KEY: {"simulated": True, "stage": "engine",
+                                                                    "world": world}})
 
 
 def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:

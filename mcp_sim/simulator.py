@@ -13,6 +13,7 @@ from typing import Any
 
 from mcp_sim import defaults
 from mcp_sim.calls import META_KEY, AnswerSource, Call, CallObserver, FaultHook, SimulationResult
+from mcp_sim.deadline import deadline, timed_out
 from mcp_sim.engines.base import Engine
 from mcp_sim.errors import McpSimError
 from mcp_sim.model_answer import ModelAnswerer
@@ -53,6 +54,9 @@ class SimOptions:
     # Let the model answer a call with a tool failure (an isError result), as a real tool does when the
     # call cannot succeed in its world. Off by default: very small models pick the failure at random.
     simulate_errors: bool = False
+    # Seconds one call may take once its world's turn comes (0: no limit); past it, decoding stops between
+    # tokens and the call is an isError naming the limit.
+    call_timeout: float = defaults.CALL_TIMEOUT_S
 
 
 class Simulator:
@@ -126,7 +130,10 @@ class Simulator:
             return SimulationResult(str(exc), is_error=True, meta={META_KEY: {**base_meta, "stage": "world"}})
         with state.lock:
             call = self._call(tool, arguments, state, on_progress, cancel)
-            result, source = self._answer(call)
+            with deadline(self.options.call_timeout, call.cancel) as limit:
+                result, source = self._answer(call)
+            if limit.expired.is_set() and result.observation is None:  # stopped by the limit, not answered
+                result = timed_out(tool.name, limit, result.meta)
             return self._settle(call, result, source, {**base_meta, "scenario": state.scenario}, started)
 
     def _argument_problem(self, tool: ToolSpec, arguments: Any) -> str | None:

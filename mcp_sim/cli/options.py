@@ -72,6 +72,10 @@ def engine_options(command: Command) -> Command:
                      help="Tries before a schema-breaking answer becomes an is_error result."),
         click.option("--max-argument-bytes", type=click.IntRange(1), default=defaults.MAX_ARGUMENT_BYTES,
                      show_default=True, help="Larger arguments are refused with an is_error result."),
+        click.option("--call-timeout", type=click.FloatRange(0), default=defaults.CALL_TIMEOUT_S,
+                     show_default=True, metavar="SECONDS",
+                     help="Most seconds one call may take once its world's turn comes; past it decoding stops "
+                          "and the call is an isError naming the limit (0: no limit)."),
         click.option("--expose-prompt", is_flag=True, help="Put each call's prompt into its _meta (debugging)."),
         click.option("--simulate-errors", is_flag=True,
                      help="Let the model answer a call that cannot succeed with a tool failure (isError)."),

@@ -46,6 +46,7 @@ class EngineSettings:
     timeout: float = defaults.OPENAI_TIMEOUT_S
     parallel: int = defaults.PARALLEL
     state_cache_mb: int = defaults.STATE_CACHE_MB
+    call_timeout: float = defaults.CALL_TIMEOUT_S
 
 
 @dataclass
@@ -88,6 +89,7 @@ def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[Si
         repeat_penalty=_first(sampling and sampling.repeat_penalty, base.repeat_penalty),
         seed=settings.seed, attempts=settings.attempts, max_argument_bytes=settings.max_argument_bytes,
         expose_prompt=settings.expose_prompt, simulate_errors=settings.simulate_errors,
+        call_timeout=settings.call_timeout,
         prompt_style=settings.prompt_style if settings.prompt_style != "auto" else (
             manifest.prompt_style if manifest else "generic"),
         think=think,

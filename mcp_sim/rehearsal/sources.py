@@ -117,9 +117,13 @@ class CacheKeys:
                          arguments=call.arguments, seed=call.seed, options_digest=self.options_digest)
 
 
+# Options that never change a stored answer: leaving them out keeps the keys of caches recorded before them.
+NOT_IN_KEY = frozenset({"expose_prompt", "call_timeout"})
+
+
 def options_digest(options: Any, context_size: int) -> str:
-    """The simulation options that change an answer (all but expose_prompt), and the context size."""
-    fields = {name: value for name, value in dataclasses.asdict(options).items() if name != "expose_prompt"}
+    """The simulation options that change an answer (all but NOT_IN_KEY), and the context size."""
+    fields = {name: value for name, value in dataclasses.asdict(options).items() if name not in NOT_IN_KEY}
     return json_digest({**fields, "context_size": context_size})
 
 
