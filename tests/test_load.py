@@ -74,7 +74,8 @@ def exported_calls(root: str, world: str) -> list[dict[str, Any]]:
     return [json.loads(turn["action"])["arguments"] for turns in history.values() for turn in turns]
 
 
-async def test_sixteen_clients_lose_duplicate_and_cross_nothing(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_sixteen_clients_lose_duplicate_and_cross_nothing(server: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, list[Any]] = {}
     latencies: list[float] = []
     started = time.perf_counter()
