@@ -127,9 +127,11 @@ class BearerTokenMiddleware:
 
 async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *, allow_remote: bool = False,
                      auth_token: str | None = None, allowed_hosts: Sequence[str] = (),
-                     routes: list[Route] | None = None) -> None:
+                     routes: list[Route] | None = None, on_ready: Callable[[], object] | None = None) -> None:
     """Serve streamable HTTP at http://host:port/path, refusing an unsafe bind (see `check_bind`). `routes`
-    (the operator's admin routes) sit behind the same token and Host/Origin checks."""
+    (the operator's admin routes) sit behind the same token and Host/Origin checks. `on_ready` runs after the
+    startup lines are logged: llama.cpp's quiet model load points fd 2 at /dev/null for a moment, and a line
+    logged meanwhile from another thread is lost."""
     import uvicorn
 
     check_bind(host, allow_remote, auth_token)
@@ -143,6 +145,8 @@ async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *
                        "".join(f", {name}" for name in allowed_hosts))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     logger.info("serving streamable HTTP at http://%s:%d%s", host, port, path)
+    if on_ready is not None:
+        on_ready()
     await uvicorn.Server(config).serve()
 
 

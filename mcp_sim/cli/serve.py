@@ -75,17 +75,16 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),
                    simulator.engine.name, transport)
     try:
-        # On stdio the warm-up starts once the transport has claimed stdout (see serve_stdio).
+        # The warm-up starts once the transport is set up (see serve_stdio and serve_http: the quiet model
+        # load briefly points fd 1 and 2 at /dev/null).
         if transport == "stdio":
             anyio.run(serve_stdio, server, warmup.start if warmup else None)
         else:
-            if warmup is not None:
-                warmup.start()
             token = http_security.auth_token()
             # The admin routes see and change every world: loopback only, unless every request carries the token.
             routes = admin_routes(worlds, remote_allowed=token is not None)
             anyio.run(functools.partial(serve_http, server, host, port, http_path, routes=routes,
-                                        **http_security.serve_kwargs()))
+                                        on_ready=warmup.start if warmup else None, **http_security.serve_kwargs()))
     finally:
         simulator.engine.close()
         worlds.close()
