@@ -117,6 +117,8 @@ async def test_a_cancelled_call_stops_decoding_and_the_next_call_starts_at_once(
         engine.slow = False
         reason, after = await anyio.to_thread.run_sync(ended_after, engine, cancelled_at, 2)
         following = await client.call_tool("get_weather", {"city": "Tromso"})
+    print(f"cancelled: decode stopped {after:.2f} s after the cancel, next call began "
+          f"{engine.started[2] - cancelled_at:.2f} s after it")
     assert reason == "cancelled" and after < 1.0, (reason, after)
     assert engine.started[2] - cancelled_at < 2.0
     assert not following.is_error and following.meta[META_KEY]["turn"] == 2  # the cancelled call left no turn
@@ -147,6 +149,8 @@ async def test_a_client_killed_mid_call_leaves_no_decode_running(engine: Watched
         engine.slow = False
         async with Client(f"{url}?world=next", read_timeout_seconds=300) as other:
             following = await other.call_tool("get_weather", {"city": "Oslo"})
+    print(f"killed client: decode stopped {after:.2f} s after the kill, next call began "
+          f"{engine.started[calls] - gone_at:.2f} s after it")
     assert reason == "cancelled" and after < 1.0, (reason, after)
     assert engine.started[calls] - gone_at < 2.0
     assert not following.is_error
