@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,9 +77,12 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
 def start_http_server(*serve_args: str) -> tuple[subprocess.Popen[bytes], str]:
     """`mcp-sim serve ... --transport http` on a free loopback port; returns the process and its URL."""
     port = free_port()
+    # stderr goes to a file: a pipe nobody reads fills after ~64 KB of log lines and blocks the server.
+    log = tempfile.NamedTemporaryFile(prefix=f"mcp-sim-serve-{port}-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(
         mcp_sim_command("serve", *serve_args, "--transport", "http", "--port", str(port)),
-        env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=log)
+    log.close()
     wait_for_port(port, process)
     return process, f"http://127.0.0.1:{port}/mcp"
 
