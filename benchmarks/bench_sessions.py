@@ -35,6 +35,8 @@ SPEC = REPO / "tool_specs" / "files.yaml"
 SESSIONS = ("A", "B")
 CTX = 8192
 MAX_TOKENS = 96
+# The HTTP servers' context per slot: room for the spec's ~660-token system prompt and a few calls.
+HTTP_CTX = 4096
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Call:
     ttft_s: float
     evaluated: int
     prompt_tokens: int
+    generated: int = 0
 
 
 @dataclass
@@ -81,7 +84,8 @@ def run_mcp_sim(calls_per_session: int, threads: int) -> tuple[Run, list[Any], d
             meta = result.meta[META_KEY]
             prompts.append((session, index, meta["prompt"]))
             run.calls.append(Call("mcp-sim", session, index, elapsed, (first_token or [time.perf_counter()])[0]
-                                  - started, meta["evaluated_tokens"], meta["prompt_tokens"]))
+                                  - started, meta["evaluated_tokens"], meta["prompt_tokens"],
+                                  meta["completion_tokens"]))
     split = {"wall_s": wall_total, "model_s": model_time["seconds"]}
     return run, prompts, split
 
@@ -134,6 +138,38 @@ def run_naive(prompts: list[Any], threads: int) -> Run:
     return run
 
 
+def run_raw_late_call(prompts: list[Any], sim: Run, threads: int, tries: int = 3) -> dict[str, float]:
+    """Bare llama-cpp-python doing the last call's work: from a state holding all but the tokens mcp-sim
+    evaluated, evaluate those and generate as many tokens as mcp-sim did, greedy, under the same grammar
+    (llama.cpp's own grammar sampler). The best of `tries`; nothing else (no prompt building, no checks)."""
+    import json
+
+    import llama_cpp
+
+    _, _, messages = prompts[-1]
+    call = sim.calls[-1]
+    schema = prepare_for_grammar(load_catalog([SPEC]).tools["write_file"].output_schema or {})
+    grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    llm = llama_cpp.Llama(str(default_model_path()), n_ctx=CTX, n_threads=threads, verbose=False, seed=0)
+    tokens = _prompt_tokens(llm, messages)
+    kept = len(tokens) - call.evaluated
+    best = float("inf")
+    for _ in range(tries):
+        llm.reset()
+        llm.eval(tokens[:kept])  # the resumed state: not timed
+        started = time.perf_counter()
+        produced = 0
+        for _token in llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.1, grammar=grammar):
+            produced += 1
+            if produced >= call.generated:
+                break
+        best = min(best, time.perf_counter() - started)
+        grammar.reset()
+    mcp_sim = statistics.median(c.latency_s for c in sim.at(call.index))
+    return {"raw_s": best, "mcp_sim_s": mcp_sim, "evaluated": call.evaluated, "generated": call.generated,
+            "index": call.index}
+
+
 def _prompt_tokens(llm: Any, messages: list[dict[str, str]]) -> list[int]:
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -144,8 +180,9 @@ def _prompt_tokens(llm: Any, messages: list[dict[str, str]]) -> list[int]:
     return list(llm.tokenize(prompt.prompt.encode(), add_bos=not prompt.added_special, special=True))
 
 
-def run_concurrency(levels: list[int], calls_each: int) -> tuple[dict[int, dict[str, float]], float]:
-    """Aggregate throughput over streamable HTTP with N concurrent sessions; the server's peak RSS."""
+def run_concurrency(levels: list[int], calls_each: int, slots: int) -> tuple[dict[int, dict[str, float]], float]:
+    """Aggregate throughput over streamable HTTP with N concurrent sessions against a server decoding up to
+    `slots` calls together; the server's peak RSS."""
     import anyio
     from mcp import Client
 
@@ -153,7 +190,7 @@ def run_concurrency(levels: list[int], calls_each: int) -> tuple[dict[int, dict[
     from tests.conftest import start_http_server, stop
 
     process, url = start_http_server(str(SPEC), "--temperature", "0", "--max-tokens", str(MAX_TOKENS),
-                                     "--max-queue", "256")
+                                     "--max-queue", "256", "--ctx", str(HTTP_CTX), "--slots", str(slots))
     results: dict[int, dict[str, float]] = {}
     try:
         async def session(tag: str, latencies: list[float], per_session: dict[str, list[float]]) -> None:
@@ -171,10 +208,10 @@ def run_concurrency(levels: list[int], calls_each: int) -> tuple[dict[int, dict[
             started = time.perf_counter()
             async with anyio.create_task_group() as group:
                 for number in range(count):
-                    group.start_soon(session, f"c{count}-s{number}", latencies, per_session)
+                    group.start_soon(session, f"s{slots}-c{count}-s{number}", latencies, per_session)
             elapsed = time.perf_counter() - started
             means = [statistics.mean(v) for v in per_session.values()]
-            return {"sessions": count, "calls": len(latencies), "seconds": elapsed,
+            return {"slots": slots, "sessions": count, "calls": len(latencies), "seconds": elapsed,
                     "throughput": len(latencies) / elapsed, "p50": statistics.median(latencies),
                     "max_latency": max(latencies),
                     "worst_session_mean_over_median": max(means) / statistics.median(means)}
@@ -184,7 +221,8 @@ def run_concurrency(levels: list[int], calls_each: int) -> tuple[dict[int, dict[
             await session("warm-up", [], {})
             for count in levels:
                 results[count] = await level(count)
-                print(f"  {count:>2} sessions: {results[count]['throughput']:.2f} calls/s", file=sys.stderr)
+                print(f"  --slots {slots}, {count:>2} sessions: {results[count]['throughput']:.2f} calls/s",
+                      file=sys.stderr)
 
         anyio.run(all_levels)
         peak_rss_mb = _peak_rss_mb(process.pid)
@@ -231,6 +269,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30, help="calls per session (session length)")
     parser.add_argument("--concurrency", default="1,4,16", help="concurrent HTTP sessions to measure")
     parser.add_argument("--calls-per-session", type=int, default=4, help="calls per session in the HTTP part")
+    parser.add_argument("--slots", default="1,16", help="servers to compare: calls decoded together (--slots)")
     parser.add_argument("--quick", action="store_true", help="skip the naive baseline and the HTTP part")
     parser.add_argument("--out", type=Path, default=REPO / "docs")
     args = parser.parse_args()
@@ -241,16 +280,20 @@ def main() -> None:
     sim, prompts, split = run_mcp_sim(args.calls, threads)
     in_process_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     naive = Run()
+    raw: dict[str, float] = {}
     if not args.quick:
         print("naive baseline...", file=sys.stderr)
         naive = run_naive(prompts, threads)
-    concurrency: dict[int, dict[str, float]] = {}
-    server_rss = float("nan")
+        print("bare llama.cpp, the late call...", file=sys.stderr)
+        raw = run_raw_late_call(prompts, sim, threads)
+    concurrency: dict[int, dict[int, dict[str, float]]] = {}
+    server_rss: dict[int, float] = {}
     if not args.quick:
         print("concurrency over streamable HTTP...", file=sys.stderr)
-        concurrency, server_rss = run_concurrency([int(n) for n in args.concurrency.split(",")],
-                                                  args.calls_per_session)
-    report = render(args.calls, sim, naive, split, concurrency, in_process_rss, server_rss, command)
+        for slots in (int(n) for n in args.slots.split(",")):
+            concurrency[slots], server_rss[slots] = run_concurrency(
+                [int(n) for n in args.concurrency.split(",")], args.calls_per_session, slots)
+    report = render(args.calls, sim, naive, split, concurrency, in_process_rss, server_rss, command, raw)
     print(report)
     if not args.quick:
         args.out.mkdir(exist_ok=True)
@@ -266,8 +309,42 @@ def marked_sections(path: Path) -> str:
     return "\n\n".join(re.findall(r"<!-- bench:(?:\w+) -->.*?<!-- /bench:\w+ -->", path.read_text(), re.DOTALL)) + "\n"
 
 
-def render(calls: int, sim: Run, naive: Run, split: dict[str, float], concurrency: dict[int, dict[str, float]],
-           in_process_rss: float, server_rss: float, command: str) -> str:
+def concurrency_section(concurrency: dict[int, dict[int, dict[str, float]]]) -> list[str]:
+    lines = ["", "## Concurrent sessions over streamable HTTP", "",
+             f"Each server: files spec, --ctx {HTTP_CTX} per slot, temperature 0; every session makes its calls one "
+             "after another.", "",
+             "| --slots | sessions | calls | seconds | calls/s | p50 latency s | max latency s "
+             "| worst session / median |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for slots, levels in concurrency.items():
+        for count, row in levels.items():
+            lines.append(f"| {slots} | {count} | {row['calls']:.0f} | {row['seconds']:.1f} | {row['throughput']:.2f} | "
+                         f"{row['p50']:.2f} | {row['max_latency']:.2f} | {row['worst_session_mean_over_median']:.2f} |")
+    lines.append("")
+    for slots, levels in concurrency.items():
+        one, most = levels.get(1, {}).get("throughput"), max(levels)
+        many = levels[most]["throughput"]
+        if one:
+            lines.append(f"- --slots {slots}: {most} sessions at {many / one:.2f}x one session's calls/s "
+                         f"(target >= 1.5x); worst session mean {levels[most]['worst_session_mean_over_median']:.2f}x "
+                         "the median (target <= 1.2x)")
+    base, batched = concurrency.get(1, {}).get(1), concurrency.get(max(concurrency), {}).get(1)
+    if base and batched and max(concurrency) > 1:
+        lines.append(f"- one session alone: --slots {max(concurrency)} at {batched['p50'] / base['p50']:.2f}x the "
+                     "p50 latency of --slots 1 (target <= 1.05x)")
+    return lines
+
+
+def kv_per_slot_mb() -> float:
+    from mcp_sim.engines.llama.gguf import read_metadata
+    from mcp_sim.models.doctor import kv_cache_bytes
+
+    return (kv_cache_bytes(read_metadata(default_model_path()), HTTP_CTX) or 0) / 1024**2
+
+
+def render(calls: int, sim: Run, naive: Run, split: dict[str, float],
+           concurrency: dict[int, dict[int, dict[str, float]]], in_process_rss: float, server_rss: dict[int, float],
+           command: str, raw: dict[str, float]) -> str:
     lines = ["# Benchmarks", "", f"Measured by `.venv/bin/python {command}` on "
              f"{os.cpu_count()} CPU cores, default model (SmolLM2-135M-Instruct Q4_1), files spec, "
              f"{len(SESSIONS)} interleaved sessions, temperature 0, max_tokens {MAX_TOKENS}.", "",
@@ -297,26 +374,24 @@ def render(calls: int, sim: Run, naive: Run, split: dict[str, float], concurrenc
         spread = (max(evaluated) - min(evaluated)) / min(evaluated) * 100
         lines.append(f"- tokens evaluated per call, calls 2..{calls}: {min(evaluated):.0f} to {max(evaluated):.0f} "
                      f"({spread:.0f}% spread; target within 20%)")
+    if raw:
+        late = statistics.median(c.latency_s for c in naive.at(int(raw["index"]))) if naive.calls else float("nan")
+        lines.append(f"- late call {raw['index']:.0f} ({raw['evaluated']:.0f} evaluated, {raw['generated']:.0f} "
+                     f"generated tokens): mcp-sim {raw['mcp_sim_s']:.2f} s, bare llama-cpp-python doing the same work "
+                     f"under the same grammar {raw['raw_s']:.2f} s = {raw['mcp_sim_s'] / raw['raw_s']:.2f}x "
+                     f"(target <= 1.10x); naive {late:.2f} s, mcp-sim at {raw['mcp_sim_s'] / late:.2f}x of it "
+                     "(target <= 0.55x)")
     overhead = (split["wall_s"] - split["model_s"]) / split["wall_s"] * 100
     lines.append(f"- mcp-sim overhead (everything but llama.cpp evaluation and sampling): {overhead:.1f}% of call "
                  f"time (target <= 5%)")
     if concurrency:
-        lines += ["", "## Concurrent sessions over streamable HTTP", "",
-                  "| sessions | calls | seconds | calls/s | p50 latency s | max latency s | worst session / median |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        for count, row in concurrency.items():
-            lines.append(f"| {count} | {row['calls']:.0f} | {row['seconds']:.1f} | {row['throughput']:.2f} | "
-                         f"{row['p50']:.2f} | {row['max_latency']:.2f} | {row['worst_session_mean_over_median']:.2f} |")
-        one = concurrency.get(1, {}).get("throughput")
-        many = concurrency.get(max(concurrency), {}).get("throughput")
-        if one and many:
-            lines.append(f"\nThroughput with {max(concurrency)} sessions is {many / one * 100:.0f}% of one session's "
-                         "(target: within 10%).")
+        lines += concurrency_section(concurrency)
     lines += ["", "## Memory", "",
               f"- peak RSS, in-process benchmark (model, KV, {len(SESSIONS)} session states): {in_process_rss:.0f} MB",
-              f"- peak RSS, HTTP server through the concurrency runs: {server_rss:.0f} MB "
-              "(bounded by --state-cache-mb, default 1024 per instance)",
-              "- replay-cache hit latency: not measured; mcp-sim has no replay cache yet", ""]
+              *(f"- peak RSS, HTTP server with --slots {slots} --ctx {HTTP_CTX} through its concurrency runs: "
+                f"{rss:.0f} MB" for slots, rss in server_rss.items()),
+              f"- KV cache per slot at --ctx {HTTP_CTX}: {kv_per_slot_mb():.0f} MB (f16; the context of --slots N "
+              "holds N of them, allocated at load)", ""]
     if naive.calls:
         lines.append("![latency against session length](bench_session_latency.png)")
     return "\n".join(lines) + "\n"

@@ -9,6 +9,8 @@ from __future__ import annotations
 CTX = 8192
 STATE_CACHE_MB = 1024  # memory per model instance for saved session states (prefix reuse)
 PARALLEL = 1
+# Calls decoded together in one context of N sequences (continuous batching); 1: one call at a time.
+SLOTS = 1
 # When a world outgrows the context, the share of the history's room freed at once (see fit_to_context).
 CONTEXT_DROP_FRACTION = 0.25
 # Attention models: drop the oldest turns by shifting the model state instead of re-reading the history.

@@ -11,7 +11,7 @@ import pytest
 
 from mcp_sim.engines.base import ChatMessage, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.engines.llama.sampling import _cut_at_stop
+from mcp_sim.engines.llama.sampling import cut_at_stop
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.specs import load_catalog, validation_error
 from tests.conftest import SPECS
@@ -58,5 +58,5 @@ def test_a_rejected_first_token_is_resampled_under_the_grammar(engine: LlamaEngi
 
 
 def test_the_answer_is_cut_at_the_first_stop_string() -> None:
-    assert _cut_at_stop('{"a": 1}<|im_end|>\nmore', ["<|im_end|>", "\nmore"]) == '{"a": 1}'
-    assert _cut_at_stop("plain", ["<|im_end|>"]) == "plain"
+    assert cut_at_stop('{"a": 1}<|im_end|>\nmore', ["<|im_end|>", "\nmore"]) == '{"a": 1}'
+    assert cut_at_stop("plain", ["<|im_end|>"]) == "plain"

@@ -26,3 +26,10 @@ def test_a_hybrid_model_keeps_kv_only_for_its_full_attention_layers() -> None:
               "qwen35moe.full_attention_interval": "4"}
     # 10 attention layers x 2 KV heads x (256 + 256) x 2 bytes = 20 KiB per token.
     assert kv_cache_bytes(hybrid, 32768) == 10 * 2 * 512 * 2 * 32768
+
+
+def test_slots_hold_a_kv_cache_each_in_one_instance() -> None:
+    # The 35B MoE on one GPU with 8 slots: one copy of the weights, 8 contexts' worth of KV.
+    needed, detail = memory_estimate(weights=20 * GIB, kv=GIB // 2, instances=1, state_cache=0, gpu=True, slots=8)
+    assert needed == int((20 + 8 * 0.5) * GIB * 1.1)
+    assert "1 x weights 20.0 GiB + 8 x KV cache 0.50 GiB for the context (f16, per slot)" in detail

@@ -79,8 +79,19 @@ def engine_options(command: Command) -> Command:
         click.option("--expose-prompt", is_flag=True, help="Put each call's prompt into its _meta (debugging)."),
         click.option("--simulate-errors", is_flag=True,
                      help="Let the model answer a call that cannot succeed with a tool failure (isError)."),
+        click.option("--slots", type=click.IntRange(1, 256), default=defaults.SLOTS, show_default=True,
+                     help="Calls one model decodes together (continuous batching): one context of N sequences, "
+                          "each with room for --ctx tokens, so the KV cache is N x --ctx."),
         click.option("--parallel", type=click.IntRange(1, 64), default=defaults.PARALLEL, show_default=True,
                      help="Model instances answering calls side by side (each holds its own weights and KV)."),
+        click.option("--context-shift/--no-context-shift", default=defaults.CONTEXT_SHIFT, show_default=True,
+                     help="When a world outgrows the context, drop its oldest turns by shifting the model state "
+                          "(attention models) instead of re-reading the history."),
+        click.option("--flash-attn/--no-flash-attn", default=defaults.FLASH_ATTN, show_default=True,
+                     help="llama.cpp's flash attention (helps on GPUs; no gain measured on CPUs)."),
+        click.option("--lazy-grammar/--no-lazy-grammar", default=defaults.LAZY_GRAMMAR, show_default=True,
+                     help="Check the output grammar against each sampled token, filtering the whole vocabulary "
+                          "only when it is rejected (same answers at temperature 0, cheaper per token)."),
         click.option("--state-cache-mb", type=click.IntRange(0), default=defaults.STATE_CACHE_MB,
                      show_default=True,
                      help="Memory per instance for saved model states, so calls resume sessions instead of "

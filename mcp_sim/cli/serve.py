@@ -69,7 +69,8 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     if warm_start:
         warmup = Warmup(simulator)
         warmup.check()
-    scheduler = FairScheduler(slots=engine["parallel"], max_waiting=max_queue)
+    # Every instance decodes up to --slots calls at once.
+    scheduler = FairScheduler(slots=engine["parallel"] * engine["slots"], max_waiting=max_queue)
     server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world,
                            warmup=warmup)
     logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),

@@ -120,7 +120,8 @@ def _memory_check(weights: int, kv: int | None, settings: EngineSettings, gpu: b
     if kv is None:
         return Check("memory", WARN, f"weights {weights / _GIB:.1f} GiB; the KV cache size could not be "
                                      "estimated from this model's metadata")
-    needed, detail = memory_estimate(weights, kv, settings.parallel, settings.state_cache_mb * 1024**2, gpu)
+    needed, detail = memory_estimate(weights, kv, settings.parallel, settings.state_cache_mb * 1024**2, gpu,
+                                     slots=settings.slots)
     if total is None:
         return Check("memory", OK, detail)
     detail += f"; this machine has {total / _GIB:.1f} GiB of RAM"
@@ -130,14 +131,18 @@ def _memory_check(weights: int, kv: int | None, settings: EngineSettings, gpu: b
     return Check("memory", OK, detail)
 
 
-def memory_estimate(weights: int, kv: int, instances: int, state_cache: int, gpu: bool) -> tuple[int, str]:
+def memory_estimate(weights: int, kv: int, instances: int, state_cache: int, gpu: bool,
+                    slots: int = 1) -> tuple[int, str]:
     """Bytes needed and the sum spelled out: weights (one copy per instance on a GPU; on the CPU the
-    instances share the file's mapped pages) + N x KV at the context + the saved-state budget, + ~10%."""
+    instances share the file's mapped pages) + instances x slots x KV at the context + the saved-state
+    budget, + ~10%."""
     copies = instances if gpu else 1
+    contexts = instances * slots
     # Compute buffers and runtime overhead: a rough tenth on top of weights and KV.
-    needed = int((copies * weights + instances * kv) * 1.1) + instances * state_cache
+    needed = int((copies * weights + contexts * kv) * 1.1) + instances * state_cache
+    per = "per slot" if slots > 1 else "per instance"
     return needed, (f"~{needed / _GIB:.1f} GiB estimated = {copies} x weights {weights / _GIB:.1f} GiB + "
-                    f"{instances} x KV cache {kv / _GIB:.2f} GiB for the context (f16, per instance), + ~10% "
+                    f"{contexts} x KV cache {kv / _GIB:.2f} GiB for the context (f16, {per}), + ~10% "
                     f"compute buffers, + {instances} x state cache up to {state_cache / _GIB:.1f} GiB "
                     "(--state-cache-mb)")
 

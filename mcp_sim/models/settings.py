@@ -45,6 +45,10 @@ class EngineSettings:
     max_inflight: int = defaults.OPENAI_MAX_INFLIGHT
     timeout: float = defaults.OPENAI_TIMEOUT_S
     parallel: int = defaults.PARALLEL
+    slots: int = defaults.SLOTS
+    context_shift: bool = defaults.CONTEXT_SHIFT
+    flash_attn: bool = defaults.FLASH_ATTN
+    lazy_grammar: bool = defaults.LAZY_GRAMMAR
     state_cache_mb: int = defaults.STATE_CACHE_MB
     call_timeout: float = defaults.CALL_TIMEOUT_S
 
@@ -68,7 +72,9 @@ def prepare(settings: EngineSettings, download: bool = True) -> Prepared:
     options, ctx = sim_options(settings, manifest)
     engines = [LlamaEngine(resolved.path, n_ctx=ctx, n_threads=settings.threads or default_threads(),
                            n_gpu_layers=settings.gpu_layers, seed=settings.seed,
-                           state_cache_mb=settings.state_cache_mb) for _ in range(settings.parallel)]
+                           state_cache_mb=settings.state_cache_mb, slots=settings.slots,
+                           context_shift=settings.context_shift, flash_attn=settings.flash_attn,
+                           lazy_grammar=settings.lazy_grammar) for _ in range(settings.parallel)]
     engine: Engine = engines[0] if settings.parallel == 1 else EnginePool(engines)
     logger.info("model %s (%s) from %s; prompt style %s, thinking %s", resolved.path.name,
                 manifest.name if manifest else "not in the registry", resolved.source, options.prompt_style,

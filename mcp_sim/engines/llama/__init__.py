@@ -18,13 +18,16 @@ from typing import Any
 
 from mcp_sim import defaults
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
+from mcp_sim.engines.llama.batch import BatchDecoder
+from mcp_sim.engines.llama.batch_job import Codec, Job
 from mcp_sim.engines.llama.build import build_info, default_threads, gpu_offload_supported
 from mcp_sim.engines.llama.gguf import check_gguf_file, load_vocabulary, read_metadata
 from mcp_sim.engines.llama.grammar import GrammarCache
-from mcp_sim.engines.llama.prefix import PrefixCache
-from mcp_sim.engines.llama.sampling import decode
+from mcp_sim.engines.llama.loading import is_recurrent, open_batched, warm_batched
+from mcp_sim.engines.llama.prefix import PrefixCache, memory_can_shift, plan_checkpoints
+from mcp_sim.engines.llama.sampling import LazyGrammarSampler, decode
 from mcp_sim.engines.llama.state_cache import StateCache
-from mcp_sim.engines.llama.thinking import think
+from mcp_sim.engines.llama.thinking import THINK_OPEN, think
 from mcp_sim.errors import EngineError, ModelFileError
 
 __all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "read_metadata"]
@@ -46,7 +49,7 @@ class LlamaEngine:
                  template_kwargs: dict[str, Any] | None = None, verbose: bool = False,
                  chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB,
                  context_shift: bool = defaults.CONTEXT_SHIFT, flash_attn: bool = defaults.FLASH_ATTN,
-                 lazy_grammar: bool = defaults.LAZY_GRAMMAR):
+                 lazy_grammar: bool = defaults.LAZY_GRAMMAR, slots: int = defaults.SLOTS):
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
@@ -61,8 +64,15 @@ class LlamaEngine:
         self.flash_attn = flash_attn
         # Check the grammar against the sampled token only, filtering the vocabulary when it is rejected.
         self.lazy_grammar = lazy_grammar
+        # Calls decoded together in one context (continuous batching, batch.py); 1: one call at a time.
+        self.slots = slots
         self.states = StateCache(state_cache_mb * 1024 * 1024)
-        self._llama: Any = None
+        self._llama: Any = None  # the one-call-at-a-time path's llama_cpp.Llama
+        self._model: Any = None  # the loaded llama_cpp LlamaModel (both paths); set last, when ready
+        self._decoder: BatchDecoder | None = None
+        self._batch_model: Any = None
+        self._batch_context: Any = None
+        self._codec: Any = None
         self._prefix: PrefixCache | None = None
         self._formatter: Any = None
         self._transcript_formatter: Any = None
@@ -90,28 +100,35 @@ class LlamaEngine:
         """Load the model and evaluate the system message of each prompt, keeping a snapshot of each: the
         first call of every spec then costs no more than a later one. Calls wait while a prompt is read."""
         self._ensure_loaded()
-        assert self._prefix is not None
         for messages in prompts:
             tokens = self._transcript_tokens(messages[:1])
-            if len(tokens) > 1:
-                with self._lock:
-                    self._prefix.warm(tokens)
+            if len(tokens) <= 1:
+                continue
+            if self._decoder is not None:
+                warm_batched(self._decoder, tokens, self._codec)
+                continue
+            assert self._prefix is not None
+            with self._lock:
+                self._prefix.warm(tokens)
 
     def close(self) -> None:
         """Free the model and its context."""
         with self._lock, self._load_lock:
-            for handle in (self._llama, self._vocab_model):
+            if self._decoder is not None:
+                self._decoder.close()
+            for handle in (self._llama, self._batch_context, self._batch_model, self._vocab_model):
                 if handle is not None:
                     handle.close()
-            self._llama = self._vocab_model = self._prefix = None
+            self._llama = self._vocab_model = self._prefix = self._model = self._decoder = None
+            self._batch_context = self._batch_model = None
 
     def _ensure_loaded(self) -> Any:
-        if self._llama is not None:
-            return self._llama
+        if self._model is not None:
+            return self._model
         with self._load_lock:
-            if self._llama is None:
+            if self._model is None:
                 self._load()
-        return self._llama
+        return self._model
 
     def _load(self) -> None:
         check_gguf_file(self.model_path)
@@ -123,38 +140,56 @@ class LlamaEngine:
             gpu_layers = -1 if gpu_offload_supported() else 0
         started = time.perf_counter()
         try:
-            llama = llama_cpp.Llama(
-                model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                n_gpu_layers=gpu_layers, seed=self.seed, flash_attn=self.flash_attn, verbose=self.verbose)
+            if self.slots > 1:
+                model = self._load_batched(gpu_layers)
+            else:
+                llama = llama_cpp.Llama(
+                    model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                    n_gpu_layers=gpu_layers, seed=self.seed, flash_attn=self.flash_attn, verbose=self.verbose)
+                model = llama._model
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(
                 f"llama.cpp could not load the model {self.model_path}: {exc}. The file may be truncated, "
                 "corrupt, or of an architecture this llama.cpp build does not support; download it again "
                 "or pass another file with --model.") from exc
-        logger.info("loaded %s in %.2f s (n_ctx=%d, gpu_layers=%d)", self.model_path,
-                    time.perf_counter() - started, self.n_ctx, gpu_layers)
-        template = self.chat_template or llama.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
-        eos, bos = llama.token_eos(), llama.token_bos()
-        eos_text = llama._model.token_get_text(eos) if eos != -1 else ""
-        bos_text = llama._model.token_get_text(bos) if bos != -1 else ""
+        logger.info("loaded %s in %.2f s (n_ctx=%d x %d slots, gpu_layers=%d)", self.model_path,
+                    time.perf_counter() - started, self.n_ctx, self.slots, gpu_layers)
+        template = self.chat_template or model.metadata().get("tokenizer.chat_template") or CHATML_TEMPLATE
+        eos, bos = model.token_eos(), model.token_bos()
+        eos_text = model.token_get_text(eos) if eos != -1 else ""
+        bos_text = model.token_get_text(bos) if bos != -1 else ""
         self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos_text, bos_token=bos_text)
         # Renders a conversation without the assistant cue: where snapshots of finished turns are taken.
         self._transcript_formatter = Jinja2ChatFormatter(template=template, eos_token=eos_text, bos_token=bos_text,
                                                          add_generation_prompt=False)
-        model = llama._model.model
-        # Recurrent and hybrid models (qwen35moe) cannot roll their state back to an earlier token.
-        recurrent = bool(llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
-        self._prefix = PrefixCache(llama, recurrent, self.states, self._transcript_tokens, self.context_shift)
-        self._llama = llama  # last: other threads take a set _llama as a model ready to use
+        if self.slots == 1:
+            self._prefix = PrefixCache(llama, is_recurrent(model), self.states, self._transcript_tokens,
+                                       self.context_shift)
+            self._llama = llama
+        self._model = model  # last: other threads take a set _model as a model ready to use
+
+    def _load_batched(self, gpu_layers: int) -> Any:
+        """The model and one context of `slots` sequences, each with room for n_ctx tokens."""
+        self._batch_model, self._batch_context = open_batched(
+            self.model_path, self.n_ctx, self.slots, self.n_threads, gpu_layers, self.flash_attn, self.verbose)
+        model = self._batch_model
+        recurrent = is_recurrent(model)
+        self._decoder = BatchDecoder(self._batch_context, model.vocab, self.slots, self.states, recurrent,
+                                     self.context_shift and not recurrent and memory_can_shift(self._batch_context.ctx))
+        self._codec = Codec(detokenize=lambda tokens, special: model.detokenize(tokens, special=special),
+                            encode=self._encode,
+                            sampler=lambda request, grammar: LazyGrammarSampler(
+                                self._batch_context.ctx, model.vocab, request, grammar, self.seed))
+        return model
 
     def _tokenize(self, messages: list[ChatMessage], think: bool = False,
                   generation_prompt: bool = True) -> tuple[list[int], list[str], str]:
-        llama = self._ensure_loaded()
+        model = self._ensure_loaded()
         formatter = self._formatter if generation_prompt else self._transcript_formatter
         # Templates that can think (Qwen3 and kin) read enable_thinking; the others ignore it.
         formatted = formatter(messages=[{"role": m.role, "content": m.content} for m in messages],
                               **{**self.template_kwargs, "enable_thinking": think})
-        tokens = llama.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special,
+        tokens = model.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special,
                                 special=True)
         stops = [s for s in (formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]) if s]
         return tokens, stops, formatted.prompt
@@ -173,8 +208,8 @@ class LlamaEngine:
         return self._grammars.support(json_schema)
 
     def _vocab(self) -> Any:
-        if self._llama is not None:
-            return self._llama._model.vocab
+        if self._model is not None:
+            return self._model.vocab
         if self._vocab_model is None and self.model_path.is_file():
             try:
                 self._vocab_model = load_vocabulary(self.model_path)
@@ -183,17 +218,35 @@ class LlamaEngine:
         return self._vocab_model.vocab if self._vocab_model is not None else None
 
     def generate(self, request: GenerationRequest) -> Generation:
-        llama = self._ensure_loaded()
-        with self._lock:
-            return self._generate(llama, request)
-
-    def _generate(self, llama: Any, request: GenerationRequest) -> Generation:
+        self._ensure_loaded()
         tokens, stops, prompt_text = self._tokenize(request.messages, request.think)
         budget = request.think_budget if request.think else 0
         if len(tokens) + budget + request.max_tokens > self.n_ctx:
             thinking = f" plus the thinking budget ({budget})" if budget else ""
             raise EngineError(f"the prompt ({len(tokens)} tokens){thinking} plus max_tokens "
                               f"({request.max_tokens}) exceeds the context of {self.n_ctx}; raise --ctx")
+        if self._decoder is not None:
+            return self._decoder.run(self._batch_job(request, tokens, stops, prompt_text))
+        with self._lock:
+            return self._generate(self._llama, request, tokens, stops, prompt_text)
+
+    def _grammar(self, request: GenerationRequest) -> Any:
+        if request.json_schema is None:
+            return None
+        return self._grammars.get(request.schema_key or json.dumps(request.json_schema, sort_keys=True),
+                                  request.json_schema)
+
+    def _batch_job(self, request: GenerationRequest, tokens: list[int], stops: list[str], prompt_text: str) -> Job:
+        grammar = self._grammar(request)
+        think_open = None
+        if request.think:  # some templates open the block themselves when thinking is on
+            think_open = [] if prompt_text.rstrip().endswith(THINK_OPEN) else self._encode(THINK_OPEN + "\n")
+        checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, is_recurrent(self._model))
+        return Job(request, tokens, stops, None if grammar is None else grammar._grammar, checkpoints, self._codec,
+                   think_open)
+
+    def _generate(self, llama: Any, request: GenerationRequest, tokens: list[int], stops: list[str],
+                  prompt_text: str) -> Generation:
         assert self._prefix is not None
         evaluated = self._prefix.prepare(request, tokens)
         if request.cancel.is_set():
@@ -207,10 +260,7 @@ class LlamaEngine:
                                   finish_reason="cancelled", evaluated_tokens=evaluated + 1,
                                   reasoning=thought.text, reasoning_tokens=thought.tokens)
             answer_prompt = thought.prompt
-        grammar = None
-        if request.json_schema is not None:
-            grammar = self._grammars.get(request.schema_key or json.dumps(request.json_schema, sort_keys=True),
-                                         request.json_schema)
+        grammar = self._grammar(request)
         offset = thought.tokens if thought else 0
         text, finish_reason, produced = self._decode(llama, answer_prompt, stops, grammar, request, offset)
         # A final chunk of llama-cpp-python's stream may carry only the finish reason.
@@ -248,4 +298,4 @@ class LlamaEngine:
         return "".join(pieces), finish_reason, produced
 
     def _encode(self, text: str) -> list[int]:
-        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return list(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=True))

@@ -39,7 +39,7 @@ class PrefixCache:
         self._llama = llama
         self.recurrent = recurrent
         # Removing a span of positions and shifting the rest needs an attention-only memory that allows it.
-        self.context_shift = context_shift and not recurrent and _memory_can_shift(llama)
+        self.context_shift = context_shift and not recurrent and memory_can_shift(llama._ctx.ctx)
         self.states = states
         # Renders messages as a finished transcript (no assistant cue): where turn boundaries lie.
         self._transcript_tokens = transcript_tokens
@@ -48,7 +48,7 @@ class PrefixCache:
 
     def prepare(self, request: GenerationRequest, tokens: list[int]) -> int:
         """Bring the model to all of `tokens` but the last; returns the tokens evaluated for it."""
-        checkpoints = self._checkpoints(request, tokens)
+        checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, self.recurrent)
         conversation = conversation_key(request.cache_key)
         self._park_live_state(conversation)
         related = [conversation_key(key) for key in request.related_cache_keys]
@@ -57,22 +57,6 @@ class PrefixCache:
                          + [key for key in related if key])
         self._live_key = conversation
         return self._prefill(tokens, checkpoints, request.cancel)
-
-    def _checkpoints(self, request: GenerationRequest, tokens: list[int]) -> list[Checkpoint]:
-        """Where to snapshot on the way through this prompt: the end of the system prompt, shared by every
-        session of a spec; for recurrent models also the end of this conversation's finished turns."""
-        messages = request.messages
-        boundaries: list[Checkpoint] = []
-        system_end = self._prefix_length(messages[:1], tokens)
-        if system_end:
-            boundaries.append((system_end, system_key(tokens[:system_end])))
-        # Attention models resume from the state parked after their last answer (see _park_live_state);
-        # recurrent state can only resume from an exact prefix, which the end of the finished turns is.
-        if self.recurrent and request.cache_key is not None and len(messages) > 2:
-            history_end = self._prefix_length(messages[:-1], tokens)
-            if history_end > system_end:
-                boundaries.append((history_end, "turns:" + request.cache_key))
-        return boundaries
 
     def warm(self, tokens: list[int]) -> None:
         """Evaluate a system prompt (rendered as a finished transcript) and snapshot it, so the first call of
@@ -95,14 +79,6 @@ class PrefixCache:
         if self._live_key is None or self._live_key == incoming or self.recurrent or not self._llama.n_tokens:
             return
         self.states.put(self._live_key, self.snapshot())
-
-    def _prefix_length(self, messages: list[ChatMessage], tokens: list[int]) -> int:
-        """How many of `tokens` render `messages` as a finished transcript; 0 when the template renders
-        that part differently inside the whole prompt (then there is no usable boundary there)."""
-        prefix = self._transcript_tokens(messages)
-        if 0 < len(prefix) < len(tokens) - 1 and tokens[: len(prefix)] == prefix:
-            return len(prefix)
-        return 0
 
     def _resume(self, tokens: list[int], keys: list[str]) -> None:
         """Bring the model state to the longest prefix of `tokens` we can, live state or a snapshot, but
@@ -173,28 +149,67 @@ class PrefixCache:
         return llama.n_tokens - start
 
     def snapshot(self) -> Snapshot:
-        import llama_cpp
-
-        ctx = self._llama._ctx.ctx
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-        buffer = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
-        # The ctypes buffer is kept as it is: copying tens of MB into bytes (and back) doubled the cost.
-        return Snapshot(tuple(self._llama._input_ids.tolist()), memoryview(buffer)[:written])
+        return save_sequence(self._llama._ctx.ctx, 0, self._llama._input_ids.tolist())
 
     def restore(self, snapshot: Snapshot) -> None:
-        import llama_cpp
-
         llama = self._llama
-        size = snapshot.state.nbytes
-        buffer = (ctypes.c_uint8 * size).from_buffer(snapshot.state.obj)  # shares the memory: no copy
-        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buffer, size, 0) != size:
-            logger.warning("could not restore a state snapshot; evaluating the prompt from the start")
+        if not load_sequence(llama._ctx.ctx, snapshot, 0):
             llama.reset()
             return
         count = len(snapshot.tokens)
         llama.input_ids[:count] = snapshot.tokens
         self._set_evaluated(count)
+
+
+def plan_checkpoints(request: GenerationRequest, tokens: list[int],
+                     transcript_tokens: Callable[[list[ChatMessage]], list[int]], recurrent: bool) -> list[Checkpoint]:
+    """Where to snapshot on the way through this prompt: the end of the system prompt, shared by every
+    session of a spec; for recurrent models also the end of this conversation's finished turns."""
+    messages = request.messages
+    boundaries: list[Checkpoint] = []
+    system_end = _prefix_length(messages[:1], tokens, transcript_tokens)
+    if system_end:
+        boundaries.append((system_end, system_key(tokens[:system_end])))
+    # Attention models resume from the state parked after their last answer; recurrent state can only
+    # resume from an exact prefix, which the end of the finished turns is.
+    if recurrent and request.cache_key is not None and len(messages) > 2:
+        history_end = _prefix_length(messages[:-1], tokens, transcript_tokens)
+        if history_end > system_end:
+            boundaries.append((history_end, "turns:" + request.cache_key))
+    return boundaries
+
+
+def _prefix_length(messages: list[ChatMessage], tokens: list[int],
+                   transcript_tokens: Callable[[list[ChatMessage]], list[int]]) -> int:
+    """How many of `tokens` render `messages` as a finished transcript; 0 when the template renders that
+    part differently inside the whole prompt (then there is no usable boundary there)."""
+    prefix = transcript_tokens(messages)
+    if 0 < len(prefix) < len(tokens) - 1 and tokens[: len(prefix)] == prefix:
+        return len(prefix)
+    return 0
+
+
+def save_sequence(ctx: Any, seq_id: int, tokens: list[int]) -> Snapshot:
+    """A snapshot of sequence `seq_id` of a llama context, which has evaluated `tokens`."""
+    import llama_cpp
+
+    size = llama_cpp.llama_state_seq_get_size(ctx, seq_id)
+    buffer = (ctypes.c_uint8 * size)()
+    written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, seq_id)
+    # The ctypes buffer is kept as it is: copying tens of MB into bytes (and back) doubled the cost.
+    return Snapshot(tuple(tokens), memoryview(buffer)[:written])
+
+
+def load_sequence(ctx: Any, snapshot: Snapshot, seq_id: int) -> bool:
+    """Put a snapshot into sequence `seq_id` (replacing what it held); False when llama.cpp refused it."""
+    import llama_cpp
+
+    size = snapshot.state.nbytes
+    buffer = (ctypes.c_uint8 * size).from_buffer(snapshot.state.obj)  # shares the memory: no copy
+    if llama_cpp.llama_state_seq_set_data(ctx, buffer, size, seq_id) != size:
+        logger.warning("could not restore a state snapshot; evaluating the prompt from the start")
+        return False
+    return True
 
 
 def shift_plan(current: list[int], target: list[int]) -> tuple[int, int, int] | None:
@@ -223,10 +238,11 @@ def _find(haystack: list[int], needle: list[int], begin: int) -> int:
     return at // 4 if at >= 0 else -1
 
 
-def _memory_can_shift(llama: Any) -> bool:
+def memory_can_shift(ctx: Any) -> bool:
+    """Whether a llama context's memory can remove a span of positions and shift the rest (attention only)."""
     import llama_cpp
 
-    memory = llama_cpp.llama_get_memory(llama._ctx.ctx)
+    memory = llama_cpp.llama_get_memory(ctx)
     return bool(memory is not None and llama_cpp.llama_memory_can_shift(memory))
 
 

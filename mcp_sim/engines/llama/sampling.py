@@ -19,6 +19,7 @@ from mcp_sim.engines.llama.state_cache import common_prefix
 # llama-cpp-python's sampling defaults that mcp-sim does not set (kept so both paths sample alike).
 MIN_P = 0.05
 TYPICAL_P = 1.0
+PENALTY_LAST_N = 64  # llama-cpp-python's last_n_tokens_size
 
 
 @dataclass(frozen=True)
@@ -29,16 +30,19 @@ class Decoded:
 
 
 class LazyGrammarSampler:
-    """The sampler chain of one answer, with its grammar applied only to rejected tokens."""
+    """The sampler chain of one answer, with its grammar applied only to rejected tokens. `ctx` is the
+    llama_context whose logits it reads, `vocab` the model's vocabulary; `seed` is used when the request
+    sets none."""
 
-    def __init__(self, llama: Any, request: GenerationRequest, grammar_text: str | None):
+    def __init__(self, ctx: Any, vocab: Any, request: GenerationRequest, grammar_text: str | None, seed: int,
+                 penalty_last_n: int = PENALTY_LAST_N):
         import llama_cpp
         from llama_cpp._internals import LlamaSampler
 
-        self._ctx = llama._ctx.ctx
-        self._n_vocab = llama.n_vocab()
+        self._ctx = ctx
+        self._n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         chain = self._chain = LlamaSampler()
-        chain.add_penalties(n_vocab=self._n_vocab, penalty_last_n=llama.last_n_tokens_size,
+        chain.add_penalties(n_vocab=self._n_vocab, penalty_last_n=penalty_last_n,
                             penalty_repeat=request.repeat_penalty, penalty_freq=0.0, penalty_present=0.0)
         if request.temperature == 0:
             chain.add_greedy()
@@ -48,10 +52,10 @@ class LazyGrammarSampler:
             chain.add_top_p(request.top_p, 1)
             chain.add_min_p(MIN_P, 1)
             chain.add_temp(request.temperature)
-            chain.add_dist(request.seed if request.seed is not None else llama._seed)
+            chain.add_dist(request.seed if request.seed is not None else seed)
         self._grammar = None
         if grammar_text is not None:
-            self._grammar = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, grammar_text.encode(), b"root")
+            self._grammar = llama_cpp.llama_sampler_init_grammar(vocab, grammar_text.encode(), b"root")
         self._candidates = (llama_cpp.llama_token_data * self._n_vocab)()
         self._fields = np.ctypeslib.as_array(self._candidates)
         self._fields["id"] = np.arange(self._n_vocab, dtype=np.int32)
@@ -67,11 +71,12 @@ class LazyGrammarSampler:
             llama_cpp.llama_sampler_free(self._grammar)
             self._grammar = None
 
-    def sample(self) -> int:
-        """The next token from the logits of the last evaluated token; accepted by the chain and grammar."""
+    def sample(self, index: int = -1) -> int:
+        """The next token from the logits of the `index`th output of the last batch (-1: its last); accepted
+        by the chain and the grammar."""
         import llama_cpp
 
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, index), shape=(self._n_vocab,))
         token = self._pick(logits, with_grammar=False)
         if self._grammar is not None and not self._allowed(token):
             token = self._pick(logits, with_grammar=True)
@@ -108,7 +113,8 @@ def decode(llama: Any, prompt: list[int], stops: list[str], grammar_text: str | 
     import llama_cpp
 
     _evaluate_prompt(llama, prompt)
-    sampler = LazyGrammarSampler(llama, request, grammar_text)
+    sampler = LazyGrammarSampler(llama._ctx.ctx, llama._model.vocab, request, grammar_text, llama._seed,
+                                 llama.last_n_tokens_size)
     vocab = llama._model.vocab
     produced: list[int] = []
     data = bytearray()
@@ -133,7 +139,7 @@ def decode(llama: Any, prompt: list[int], stops: list[str], grammar_text: str | 
                 llama.eval([token])
     finally:
         sampler.close()
-    return Decoded(_cut_at_stop(data.decode("utf-8", errors="ignore"), stops), finish, len(produced))
+    return Decoded(cut_at_stop(data.decode("utf-8", errors="ignore"), stops), finish, len(produced))
 
 
 def _evaluate_prompt(llama: Any, prompt: list[int]) -> None:
@@ -147,6 +153,6 @@ def _evaluate_prompt(llama: Any, prompt: list[int]) -> None:
     llama.eval(prompt[shared:])
 
 
-def _cut_at_stop(text: str, stops: list[str]) -> str:
+def cut_at_stop(text: str, stops: list[str]) -> str:
     cuts = [text.find(stop) for stop in stops if stop in text]
     return text[: min(cuts)] if cuts else text

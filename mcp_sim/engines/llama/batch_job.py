@@ -1,0 +1,175 @@
+"""One call inside the batched decoder: the tokens it still has to feed, and what each sampled token does.
+
+The decoder thread drives a job step by step (feed a chunk, sample one token); the caller's thread waits in
+`wait()`, relaying progress there, because the caller's progress callback must run in its own thread.
+A thinking job first decodes freely inside <think>, then feeds the closing suffix and answers under its
+grammar, as thinking.py does for the one-call-at-a-time engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mcp_sim.engines.base import Generation, GenerationRequest
+from mcp_sim.engines.llama.sampling import LazyGrammarSampler, cut_at_stop
+from mcp_sim.engines.llama.slots import Slot
+from mcp_sim.engines.llama.thinking import THINK_CLOSE
+
+Checkpoint = tuple[int, str]  # (token count, snapshot key)
+
+
+@dataclass(frozen=True)
+class Codec:
+    """What a job needs of the model: text from tokens, tokens from text, a sampler for its request."""
+
+    detokenize: Callable[[list[int], bool], bytes]  # (tokens, special)
+    encode: Callable[[str], list[int]]
+    sampler: Callable[[GenerationRequest, str | None], LazyGrammarSampler]  # (request, grammar or None)
+
+
+class Job:
+    def __init__(self, request: GenerationRequest, prompt: list[int], stops: list[str], grammar_text: str | None,
+                 checkpoints: list[Checkpoint], codec: Codec, think_open: list[int] | None = None,
+                 samples: bool = True):
+        self.request = request
+        self.prompt = prompt
+        self.stops = stops
+        self.grammar_text = grammar_text
+        self.checkpoints = checkpoints
+        self.codec = codec
+        # Tokens that open the reasoning block after the prompt; None when the call does not think.
+        self.think_open = think_open
+        self.thinking = False
+        # False for a warm-up job, which only evaluates its prompt (to snapshot it) and samples nothing.
+        self.samples = samples
+        self.slot: Slot | None = None
+        self.pending: list[int] = []  # tokens to feed before the next sample
+        self.evaluated = 0  # prompt tokens this call evaluated
+        self.sampler: LazyGrammarSampler | None = None
+        self.thought: list[int] = []
+        self.produced: list[int] = []
+        self.data = bytearray()
+        self._done = threading.Condition()
+        self._progress = 0
+        self._result: Generation | None = None
+        self._error: BaseException | None = None
+
+    # --- the caller's side -----------------------------------------------------------------------------
+
+    def wait(self) -> Generation:
+        """Block until the decoder finishes this job, relaying progress to the request's callback here."""
+        reported = 0
+        while True:
+            with self._done:
+                while self._result is None and self._error is None and self._progress == reported:
+                    self._done.wait()
+                progress, result, error = self._progress, self._result, self._error
+            if progress != reported and self.request.on_token is not None:
+                self.request.on_token(progress)
+            reported = progress
+            if error is not None:
+                raise error
+            if result is not None:
+                return result
+
+    # --- the decoder's side ------------------------------------------------------------------------------
+
+    def start(self, resumed: int) -> None:
+        """Begin once the slot holds the first `resumed` tokens of the prompt."""
+        self.pending = self.prompt[resumed:]
+        self.evaluated = len(self.pending)
+        if not self.samples:
+            return
+        if self.think_open is None:
+            self.sampler = self.codec.sampler(self.request, self.grammar_text)
+            return
+        self.pending = self.pending + self.think_open
+        if self.request.think_budget > 0:
+            self.thinking = True
+            self.sampler = self.codec.sampler(self.request, None)  # no grammar inside the reasoning
+        else:
+            self._close_thought(closed=False, last=[])
+
+    def take(self, token: int, is_end: bool) -> bool:
+        """Handle one sampled token; False once the job is finished."""
+        if self.thinking:
+            return self._take_thought(token, is_end)
+        if is_end:
+            return self.finish("stop")
+        self.produced.append(token)
+        self.data += self.codec.detokenize([token], False)
+        self._report(len(self.thought) + len(self.produced))
+        if self.request.cancel.is_set():
+            return self.finish("cancelled")
+        if any(stop in self.data.decode("utf-8", errors="ignore") for stop in self.stops):
+            return self.finish("stop")
+        if len(self.produced) >= self.request.max_tokens:
+            return self.finish("length")
+        self.pending = [token]
+        return True
+
+    def _take_thought(self, token: int, is_end: bool) -> bool:
+        if is_end:  # the model ended its turn while thinking; the answer phase still follows
+            self._close_thought(closed=False, last=[])
+            return True
+        self.thought.append(token)
+        self._report(len(self.thought))
+        # A tail window is enough to see the closing tag or a stop string appear.
+        tail = self.codec.detokenize(self.thought[-8:], True).decode("utf-8", errors="ignore")
+        if self.request.cancel.is_set():
+            return self.finish("cancelled")
+        if THINK_CLOSE in tail:
+            self._close_thought(closed=True, last=[token])
+        elif any(stop in tail for stop in self.stops) or len(self.thought) >= self.request.think_budget:
+            self._close_thought(closed=False, last=[token])
+        else:
+            self.pending = [token]
+        return True
+
+    def _close_thought(self, closed: bool, last: list[int]) -> None:
+        """Feed the rest of the reasoning block, then answer under the grammar (the suffix as thinking.py
+        writes it, so both engines give the model the same text)."""
+        self.thinking = False
+        text = self._thought_text()
+        suffix = "\n\n" if closed else ("" if text.endswith("\n") else "\n") + THINK_CLOSE + "\n\n"
+        # Sampling happens only once everything pending was fed, so `pending` holds what the start left.
+        self.pending = self.pending + last + self.codec.encode(suffix)
+        if self.sampler is not None:
+            self.sampler.close()
+        self.sampler = self.codec.sampler(self.request, self.grammar_text)
+
+    def _thought_text(self) -> str:
+        return self.codec.detokenize(self.thought, True).decode("utf-8", errors="replace") if self.thought else ""
+
+    def _report(self, tokens: int) -> None:
+        with self._done:
+            self._progress = tokens
+            self._done.notify_all()
+
+    def finish(self, reason: str) -> bool:
+        """Hand the answer to the caller; returns False (the job is over)."""
+        self._close_sampler()
+        reasoning = None
+        if self.think_open is not None:
+            reasoning = self._thought_text().split(THINK_CLOSE, 1)[0].strip()
+        result = Generation(text=cut_at_stop(self.data.decode("utf-8", errors="ignore"), self.stops),
+                            prompt_tokens=len(self.prompt), completion_tokens=len(self.thought) + len(self.produced),
+                            finish_reason=reason, evaluated_tokens=self.evaluated, reasoning=reasoning,
+                            reasoning_tokens=len(self.thought))
+        with self._done:
+            self._result = result
+            self._done.notify_all()
+        return False
+
+    def fail(self, error: BaseException) -> None:
+        self._close_sampler()
+        with self._done:
+            self._error = error
+            self._done.notify_all()
+
+    def _close_sampler(self) -> None:
+        if self.sampler is not None:
+            self.sampler.close()
+            self.sampler = None

@@ -1,0 +1,61 @@
+"""Opening a model for continuous batching: the model and one context of N sequences, without the `Llama`
+wrapper (which makes a context of one sequence). The one-call path uses `llama_cpp.Llama` as it is."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from mcp_sim.engines.base import GenerationRequest
+from mcp_sim.engines.llama.batch import BATCH_TOKENS, BatchDecoder
+from mcp_sim.engines.llama.batch_job import Codec, Job
+from mcp_sim.engines.llama.prefix import system_key
+
+
+def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int | None, gpu_layers: int, flash_attn: bool,
+                 verbose: bool) -> tuple[Any, Any]:
+    """(model, context): the context holds `slots` sequences in one unified KV cache of slots x n_ctx cells,
+    so each sequence has room for n_ctx tokens and sequences can share cells (a common system prompt)."""
+    import multiprocessing
+
+    import llama_cpp
+    from llama_cpp._internals import LlamaContext, LlamaModel
+    from llama_cpp._logger import set_verbose
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    set_verbose(verbose)
+    model_params = llama_cpp.llama_model_default_params()
+    model_params.n_gpu_layers = 0x7FFFFFFF if gpu_layers == -1 else gpu_layers  # INT32_MAX: every layer
+    model = LlamaModel(path_model=str(path), params=model_params, verbose=verbose)
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx = n_ctx * slots
+    params.n_batch = params.n_ubatch = BATCH_TOKENS
+    params.n_seq_max = slots
+    params.kv_unified = True
+    params.n_threads = params.n_threads_batch = n_threads or multiprocessing.cpu_count()
+    params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
+                              else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+    try:
+        with suppress_stdout_stderr(disable=verbose):  # llama.cpp prints the context's layout
+            context = LlamaContext(model=model, params=params, verbose=verbose)
+    except ValueError:
+        model.close()
+        raise
+    return model, context
+
+
+def is_recurrent(model: Any) -> bool:
+    """Recurrent and hybrid models (qwen35moe) cannot roll their state back to an earlier token."""
+    import llama_cpp
+
+    return bool(llama_cpp.llama_model_is_recurrent(model.model) or llama_cpp.llama_model_is_hybrid(model.model))
+
+
+def warm_batched(decoder: BatchDecoder, tokens: list[int], codec: Codec) -> None:
+    """Read a system prompt (as a finished transcript) into a slot and snapshot it, unless already done."""
+    key = system_key(tokens)
+    if key in decoder.states:
+        return
+    request = GenerationRequest(messages=[], max_tokens=0, cancel=threading.Event())
+    decoder.run(Job(request, tokens, [], None, [(len(tokens), key)], codec, samples=False))
