@@ -105,7 +105,8 @@ json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allo
                          st.text(max_size=20))
 json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
-# Ids the SDK cannot take: null, booleans, fractions, containers (1.0 would be read as the integer 1).
+# Ids the SDK cannot take: null, booleans, fractions, containers (1.0 too: its ids are strict integers or
+# strings; tests/test_http_guard.py tries it, kept out here so the drawn cases stay as they were).
 bad_ids = st.one_of(st.none(), st.booleans(), st.just(0.5), st.floats(allow_nan=False, allow_infinity=False)
                     .filter(lambda x: not x.is_integer()), st.lists(st.integers(), max_size=2),
                     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
