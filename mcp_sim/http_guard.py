@@ -151,14 +151,15 @@ class JsonRpcBodyGuard:
         if body is not None and not _misread_request(body):
             await self.app(scope, _replay(messages, receive), send)
             return
+        import mcp_types as types
         from starlette.responses import JSONResponse
 
         if body is None:  # over the limit: `messages` holds only the head of the body
             head = b"".join(m.get("body", b"") for m in messages)
             message = too_large("the request body", self._max_body, "bytes")
-            reply, status = errors(-32600, message, scan_ids(head)[0]), 413
+            reply, status = errors(types.INVALID_REQUEST, message, scan_ids(head)[0]), 413
         else:
-            reply, status = errors(-32600, BAD_ID, []), 400
+            reply, status = errors(types.INVALID_REQUEST, BAD_ID, []), 400
         await JSONResponse(wire(reply[0]), status_code=status)(scope, receive, send)
 
     async def _read(self, scope: Scope, receive: Receive) -> tuple[bytes | None, list[Message]]:
@@ -170,7 +171,7 @@ class JsonRpcBodyGuard:
         while True:
             message = await receive()
             messages.append(message)
-            if message["type"] != "http.request":  # the client left: let the SDK see it as it would have
+            if message["type"] != "http.request":  # the client left: the SDK sees it as it would have
                 return b"", messages
             size += len(message.get("body", b""))
             if size > self._max_body or (over and size >= SCAN_HEAD_BYTES):
