@@ -52,3 +52,8 @@ RECORD_PORT = 8766
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_MAX_INFLIGHT = 4
 OPENAI_TIMEOUT_S = 300.0
+# The largest stdio line read, in characters (bytes, for ASCII JSON); a longer one is answered with an error.
+# Above 16 MB requests still fit (10 MB strings reach --max-argument-bytes and are refused by it, with their id).
+STDIO_MAX_LINE_CHARS = 16 * 1024 * 1024
+# The largest HTTP body read, in bytes: the SDK's own default; a larger one gets a JSON-RPC 413.
+HTTP_MAX_BODY_BYTES = 4 * 1024 * 1024

@@ -1,20 +1,20 @@
 """The transports mcp-sim serves on: stdio, and streamable HTTP locked down by default.
 
 stdio: the SDK drops every line it cannot read (bad JSON, a wrong shape, JSON nested deeper than its parser's
-limit of about 200 levels) with a debug log line, and takes a request whose id is null, true, a fraction or an
-object for a notification; either way the client waits forever. Here each gets a JSON-RPC error, with the
-request's id when a shallow scan of the line finds it.
+limit of about 200 levels) with a debug log line, takes a request whose id is null, true, a fraction or an
+object for a notification, and reads a line of any length whole; either way the client waits forever (or the
+server's memory runs out). Here each gets a JSON-RPC error, with the request's id when a shallow scan of the
+line finds it, and a line over `defaults.STDIO_MAX_LINE_CHARS` is refused without being held.
 
 HTTP: binds loopback by default; any other bind needs --allow-remote and a bearer token. Host and Origin are
-checked on every bind (DNS rebinding), using the SDK's own TransportSecuritySettings.
+checked on every bind (DNS rebinding), using the SDK's own TransportSecuritySettings; what a body may be is
+checked before the SDK reads it. The checks live in http_guard.py.
 """
 
 from __future__ import annotations
 
 import functools
-import hmac
 import io
-import ipaddress
 import logging
 import os
 from collections import deque
@@ -28,101 +28,29 @@ import anyio
 import click
 from starlette.routing import Route
 
-from mcp_sim.errors import McpSimError
+from mcp_sim import defaults
+from mcp_sim.http_guard import (
+    BearerTokenMiddleware,
+    JsonRpcBodyGuard,
+    check_bind,
+    is_loopback,
+    token_from_env,
+    transport_security,
+)
+from mcp_sim.jsonrpc_refusals import BAD_ID, SCAN_HEAD_BYTES, errors, misread_request, scan_ids, too_large
 
 if TYPE_CHECKING:  # the SDK takes a second to import; the CLI imports this module for its options only
     import mcp_types as types
     from mcp.server.lowlevel import Server
-    from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.message import SessionMessage
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 # The SDK parses stdio lines with pydantic-core, whose JSON parser refuses deeper documents.
 PARSER_DEPTH_LIMIT = 200
 
 
-# --- HTTP: who may connect -------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve to anything
-
-
-def check_bind(host: str, allow_remote: bool, auth_token: str | None) -> None:
-    """Refuse a bind that would expose the simulator to the network without --allow-remote and a token."""
-    if is_loopback(host) or (allow_remote and auth_token):
-        return
-    missing = [flag for flag, given in (("--allow-remote", allow_remote), ("--auth-token-env VAR", auth_token))
-               if not given]
-    raise McpSimError(
-        f"refusing to serve HTTP on {host}: that address is reachable from other machines, and nothing there "
-        f"may call the simulator without a token. Pass {' and '.join(missing)} (VAR names an environment "
-        "variable holding a long random token), or bind --host 127.0.0.1.")
-
-
-def token_from_env(variable: str) -> str:
-    """The bearer token held by `variable`; an empty or missing variable is refused."""
-    token = os.environ.get(variable, "").strip()
-    if not token:
-        raise McpSimError(
-            f"--auth-token-env {variable}: the environment variable {variable} is empty or not set. Put a long "
-            f"random token in it, e.g. export {variable}="
-            "$(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
-    return token
-
-
-def transport_security(host: str, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
-    """DNS-rebinding protection: Host and Origin must name loopback, the bind address or an --allowed-host."""
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    names = [*LOOPBACK_NAMES, *allowed_hosts]
-    if not is_loopback(host) and host not in ("0.0.0.0", "::", ""):
-        names.append(host)  # a client that reaches a LAN bind by its address names that address
-    hosts = [pattern for name in names for pattern in _host_patterns(_bracketed(name))]
-    origins = [f"{scheme}://{pattern}" for scheme in ("http", "https") for pattern in hosts]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                     allowed_origins=origins)
-
-
-def _bracketed(name: str) -> str:
-    return f"[{name}]" if name.count(":") >= 2 and not name.startswith("[") else name
-
-
-def _host_patterns(name: str) -> list[str]:
-    has_port = ":" in name.rsplit("]", 1)[-1]
-    return [name] if has_port else [name, f"{name}:*"]
-
-
-class BearerTokenMiddleware:
-    """Answer 401 to every request that lacks `Authorization: Bearer <token>`; compared in constant time."""
-
-    def __init__(self, app: ASGIApp, token: str):
-        self.app = app
-        self._token = token.encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from starlette.responses import JSONResponse
-
-        if scope["type"] not in ("http", "websocket") or self._authorized(scope):
-            await self.app(scope, receive, send)
-            return
-        response = JSONResponse({"error": "invalid_token",
-                                 "error_description": "send the server's token as 'Authorization: Bearer TOKEN'"},
-                                status_code=401, headers={"WWW-Authenticate": 'Bearer realm="mcp-sim"'})
-        await response(scope, receive, send)
-
-    def _authorized(self, scope: Scope) -> bool:
-        header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
-        scheme, _, presented = bytes(header).partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(presented.strip(), self._token)
+# --- HTTP ---------------------------------------------------------------------------------------------
 
 
 async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *, allow_remote: bool = False,
@@ -135,8 +63,11 @@ async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *
     import uvicorn
 
     check_bind(host, allow_remote, auth_token)
+    security = transport_security(host, allowed_hosts)
     app = server.streamable_http_app(streamable_http_path=path, host=host, custom_starlette_routes=routes,
-                                     transport_security=transport_security(host, allowed_hosts))
+                                     transport_security=security, max_request_body_size=defaults.HTTP_MAX_BODY_BYTES)
+    # Starlette runs the middleware added last first: the token is checked before the body is read.
+    app.add_middleware(JsonRpcBodyGuard, path=path, security=security)
     if auth_token:
         app.add_middleware(BearerTokenMiddleware, token=auth_token)
     if not is_loopback(host):
@@ -230,23 +161,46 @@ def _protocol_stdin() -> Iterator[BinaryIO]:
         os.dup2(private, 0)
 
 
+@dataclass(frozen=True)
+class OverlongLine:
+    """A line over the limit, in place of its text: its head (for the id) and its length, the newline included."""
+
+    head: str
+    length: int
+
+
 class RecordedLines(io.TextIOWrapper):
     """The protocol's text, decoded as the SDK does; keeps each line until the read stream pairs it with its message.
 
     The SDK's reader turns each line into exactly one item (a message or the exception that reading it
-    raised), in order, so the n-th item received is the n-th line kept.
+    raised), in order, so the n-th item received is the n-th line kept. A line over `max_line` characters is
+    read no further than the limit and skipped in small pieces; the SDK is handed a blank line in its place
+    (which it fails to read, so an item still comes for it).
     """
 
-    def __init__(self, binary: BinaryIO):
+    def __init__(self, binary: BinaryIO, max_line: int = defaults.STDIO_MAX_LINE_CHARS):
         super().__init__(binary, encoding="utf-8", errors="replace")
-        self.pending: deque[str] = deque()
+        self.pending: deque[str | OverlongLine] = deque()
+        self._max_line = max_line
 
     # typeshed gives TextIOWrapper the bytes readline of _IOBase; at run time it returns str.
     def readline(self, size: int = -1, /) -> str:  # type: ignore[override]
-        line = super().readline(size)
+        line = super().readline(self._max_line + 1 if size < 0 else size)
+        if len(line) > self._max_line and not line.endswith("\n"):
+            self.pending.append(OverlongLine(line[:SCAN_HEAD_BYTES], len(line) + self._skip_rest()))
+            return "\n"
         if line:
             self.pending.append(line)
         return line
+
+    def _skip_rest(self) -> int:
+        """Read past the end of the current line, a piece at a time; the number of characters skipped."""
+        skipped = 0
+        while piece := super().readline(SCAN_HEAD_BYTES):
+            skipped += len(piece)
+            if piece.endswith("\n"):
+                break
+        return skipped
 
     def close(self) -> None:
         # Not ours to close (the SDK's issue #1933: closing the buffer destroyed sys.stdout for good).
@@ -257,7 +211,7 @@ class RecordedLines(io.TextIOWrapper):
 class AnsweringReadStream:
     """Wraps the transport's read stream: what it could not read, or read wrongly, is answered here, not passed on."""
 
-    def __init__(self, inner: Any, write_stream: Any, lines: deque[str]):
+    def __init__(self, inner: Any, write_stream: Any, lines: deque[str | OverlongLine]):
         self._inner = inner
         self._write = write_stream
         self._lines = lines
@@ -306,27 +260,19 @@ class AnsweringReadStream:
         await self.aclose()
 
 
-def replies_for(item: SessionMessage | Exception, line: str) -> list[types.JSONRPCError] | None:
+def replies_for(item: SessionMessage | Exception, line: str | OverlongLine) -> list[types.JSONRPCError] | None:
     """The errors that answer `item` (read from `line`) in the transport's stead; None to pass it on."""
     import mcp_types as types
 
+    if isinstance(line, OverlongLine):
+        message = too_large(f"a line of {line.length:,} characters", defaults.STDIO_MAX_LINE_CHARS, "characters")
+        return errors(types.INVALID_REQUEST, message, scan_ids(line.head)[0])
     if isinstance(item, Exception):
         code, message = _unreadable(item, line)
-        return _errors(code, message, scan_ids(line)[0])
-    if isinstance(item.message, types.JSONRPCNotification) and not item.message.method.startswith("notifications/"):
-        ids, has_id = scan_ids(line)
-        if has_id:  # a request whose id is not a string or an integer: the SDK dropped the id and its answer
-            return _errors(types.INVALID_REQUEST, "Invalid Request: the id must be a string or an integer", [])
+        return errors(code, message, scan_ids(line)[0])
+    if isinstance(item.message, types.JSONRPCNotification) and misread_request(item.message.method, scan_ids(line)[1]):
+        return errors(types.INVALID_REQUEST, BAD_ID, [])  # the SDK dropped the id, and with it the answer
     return None
-
-
-def _errors(code: int, message: str, ids: list[types.RequestId]) -> list[types.JSONRPCError]:
-    """One error per request id, else one with id null (JSON-RPC's answer when the id cannot be read)."""
-    import mcp_types as types
-
-    error = types.ErrorData(code=code, message=message)
-    answered: list[types.RequestId | None] = [*ids] or [None]
-    return [types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error) for request_id in answered]
 
 
 def _unreadable(exc: Exception, line: str) -> tuple[int, str]:
@@ -334,44 +280,14 @@ def _unreadable(exc: Exception, line: str) -> tuple[int, str]:
     import mcp_types as types
     from pydantic import ValidationError
 
-    errors = exc.errors() if isinstance(exc, ValidationError) else []
-    if errors and errors[0]["type"] == "json_invalid":
+    problems = exc.errors() if isinstance(exc, ValidationError) else []
+    if problems and problems[0]["type"] == "json_invalid":
         hint = f" (JSON nested deeper than about {PARSER_DEPTH_LIMIT} levels is refused)" \
-            if "recursion limit" in errors[0]["msg"] else ""
-        return types.PARSE_ERROR, f"Parse error: {errors[0]['msg']}{hint}"
-    if not errors:
+            if "recursion limit" in problems[0]["msg"] else ""
+        return types.PARSE_ERROR, f"Parse error: {problems[0]['msg']}{hint}"
+    if not problems:
         return types.PARSE_ERROR, "Parse error: the message could not be read"
     if line.lstrip().startswith("["):
         return types.INVALID_REQUEST, "Invalid Request: MCP does not accept JSON-RPC batches; send one message per line"
     return (types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message; a request reads "
             '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}')
-
-
-def scan_ids(line: str) -> tuple[list[types.RequestId], bool]:
-    """The valid ids of the message (or of each message of a batch) in `line`, and whether any "id" member was
-    seen; parsed or not, as deep or as broken as it may be, without building the document.
-
-    ijson's event stream, not ijson.parse: the prefixes parse builds grow with depth, quadratic in it.
-    """
-    import ijson
-
-    ids: list[types.RequestId] = []
-    has_id, depth, key_depth, value_next = False, 0, 1, False
-    try:
-        for index, (event, value) in enumerate(ijson.basic_parse(line.encode("utf-8", errors="replace"))):
-            if index == 0 and event == "start_array":
-                key_depth = 2  # a batch: the ids of its members
-            if value_next and _is_request_id(value):
-                ids.append(value)
-            if value_next and key_depth == 1:
-                break
-            value_next = event == "map_key" and value == "id" and depth == key_depth
-            has_id = has_id or value_next
-            depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
-    except (ijson.JSONError, ValueError):
-        pass  # broken further on: what came before still counts
-    return ids, has_id
-
-
-def _is_request_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

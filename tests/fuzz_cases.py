@@ -39,7 +39,6 @@ class Case:
     kind: str
     body: bytes
     answers: tuple[Slot, ...]  # one entry per answer owed: the ids it may carry (None: id null)
-    bad_id: bool = False  # the id is not a string or an integer (over HTTP the SDK answers 202, see test_fuzz_http)
 
     def __repr__(self) -> str:  # hypothesis prints failing cases; keep 10 MB bodies out of it
         body = self.body if len(self.body) < 300 else self.body[:150] + b"..." + self.body[-100:]
@@ -105,7 +104,8 @@ json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allo
                          st.text(max_size=20))
 json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
-# Ids the SDK cannot take: null, booleans, fractions, containers (1.0 would be read as the integer 1).
+# Ids the SDK cannot take: null, booleans, fractions, containers (1.0 too: its ids are strict integers or
+# strings; tests/test_http_guard.py tries it, kept out here so the drawn cases stay as they were).
 bad_ids = st.one_of(st.none(), st.booleans(), st.just(0.5), st.floats(allow_nan=False, allow_infinity=False)
                     .filter(lambda x: not x.is_integer()), st.lists(st.integers(), max_size=2),
                     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
@@ -163,7 +163,6 @@ def wrong_shape(draw: st.DrawFn, rid: Any) -> Case:
     shape = draw(st.sampled_from(SHAPES))
     message = draw(valid_request(rid))
     answers = one(rid)
-    bad_id = False
     if shape == "no-jsonrpc":
         del message["jsonrpc"]
     elif shape == "jsonrpc-1.0":
@@ -178,10 +177,10 @@ def wrong_shape(draw: st.DrawFn, rid: Any) -> Case:
         del message["method"]
         message["params"] = {}
     elif shape == "bad-id":
-        message["id"], answers, bad_id = draw(bad_ids), one(None), True
+        message["id"], answers = draw(bad_ids), one(None)
     else:
         return Case("wrong-shape", dumps(draw(json_scalars)), one(None))
-    return Case("wrong-shape", dumps(message), answers, bad_id=bad_id)
+    return Case("wrong-shape", dumps(message), answers)
 
 
 @st.composite
@@ -232,7 +231,7 @@ def deep_nesting(draw: st.DrawFn, rid: Any) -> Case:
     params = {"params": "{" + bad_args + ',"x":' + deep + "}",
               "meta": '{"_meta":{"a":' + deep + "}," + bad_args + "}"}.get(where, "{" + bad_args + "}")
     if where == "id":
-        return Case("deep-nesting", f'{head}"id":{deep},"params":{params}}}'.encode(), one(None), bad_id=True)
+        return Case("deep-nesting", f'{head}"id":{deep},"params":{params}}}'.encode(), one(None))
     message = f'{head}"params":{params},"id":{json.dumps(rid)}}}' if where == "id-after" \
         else f'{head}"id":{json.dumps(rid)},"params":{params}}}'
     if where == "around":  # top level an array (a batch, its member no request unless 1 deep) or an object

@@ -1,9 +1,11 @@
 """Fuzz one real `mcp-sim serve --transport http` with hostile bodies: each gets a JSON-RPC error or an isError
 result (a notification: 202 and nothing), the process stays up, and a real model call right after still succeeds.
 
-Over HTTP the SDK's own transport answers what it cannot read: 400 with a JSON-RPC error whose id is null, 413
-for a body over its 4 MiB limit, 404 for a closed session. One gap is the SDK's and is recorded, not hidden:
-a request whose id is null, true, a fraction or an object is taken for a notification (202, no body).
+Over HTTP the SDK's own transport answers what it cannot read: 400 with a JSON-RPC error whose id is null, 404
+for a closed session. mcp-sim's guard before it (mcp_sim/http_guard.py) answers the rest in JSON-RPC too: a body
+over 4 MiB gets 413 with a -32600 error (the request's id when the head of the body shows it), and a request
+whose id is null, true, a fraction or an object, which the SDK would take for a notification (202 and no body),
+gets 400 with -32600 and id null.
 
 Run it under the model lock (the server loads the model); the summary of cases per input class is printed at
 the end of the module.
@@ -24,10 +26,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_sim import defaults
 from tests import fuzz_cases as fc
 from tests.conftest import SPECS, free_port, mcp_sim_command, stop, subprocess_env, wait_for_port
 
-BODY_LIMIT = 4 * 1024 * 1024  # the SDK's default max_request_body_size
+BODY_LIMIT = defaults.HTTP_MAX_BODY_BYTES
 TALLY = fc.Tally()
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -85,10 +88,14 @@ def judge(case: fc.Case, response: httpx.Response, messages: list[dict[str, Any]
     answers = [m for m in messages if "method" not in m]  # the server's own notifications aside
     if status == 413:
         assert len(case.body) > BODY_LIMIT, f"{case!r}: 413 for a body under the limit"
-        return "413 body too large"
+        assert response.headers["content-type"] == "application/json", response.headers
+        (answer,) = answers
+        assert answer["error"]["code"] == -32600 and f"limit of {BODY_LIMIT:,} bytes" in answer["error"]["message"]
+        assert answer["id"] is None or answer["id"] in case.answers[0], f"{case!r}: 413 for id {answer['id']}"
+        return f"413 error -32600, {'id null' if answer['id'] is None else 'its id'}"
     if status == 202:
-        assert not case.answers or case.bad_id, f"{case!r}: 202 and no answer for a request"
-        return "202, bad id taken for a notification" if case.answers else "202 notification"
+        assert not case.answers, f"{case!r}: 202 and no answer for a request"
+        return "202 notification"
     assert status in (200, 400), f"{case!r}: HTTP {status}: {response.text[:300]}"
     assert case.answers, f"{case!r}: a notification was answered: {response.text[:300]}"
     assert answers and all(fc.is_error_answer(a) for a in answers), f"{case!r}: {response.text[:300]}"
@@ -196,6 +203,32 @@ def test_a_body_nested_deep_gets_a_parse_error(peer: HttpPeer, depth: int) -> No
     assert response.status_code == 400
     assert answer["error"]["code"] == -32700 and "recursion limit exceeded" in answer["error"]["message"]
     TALLY.add(fc.Case("deep-nesting", body, fc.one(rid)), f"400 error {answer['error']['code']}")
+
+
+@pytest.mark.parametrize("rid", [None, True, 0.5, 1.0, {"a": 1}, [1]], ids=repr)
+def test_a_request_whose_id_the_sdk_cannot_take_gets_invalid_request(peer: HttpPeer, rid: Any) -> None:
+    """The SDK would take it for a notification: 202, no body, and a client waiting forever."""
+    body = fc.dumps(fc.call(rid, *fc.VALID_CALL))
+    response, messages = peer.post(body)
+    assert response.status_code == 400 and response.headers["content-type"] == "application/json"
+    assert messages == [{"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "Invalid Request: the id must be a string or an integer"}}]
+    TALLY.add(fc.Case("bad-id", body, fc.one(None)), "400 error -32600")
+    still_serving(peer)
+
+
+def test_a_chunked_body_over_the_limit_gets_a_json_413_with_its_id(peer: HttpPeer) -> None:
+    """No Content-Length to refuse it by: the guard reads up to the limit, no further, and answers."""
+    rid = peer.next_id()
+    body = fc.dumps(fc.call(rid, "get_service_status", {"service": "x" * (3 * BODY_LIMIT)}))
+    headers = {**HEADERS, "mcp-session-id": peer.session, "mcp-protocol-version": "2025-11-25"}
+    pieces = (body[i:i + 65_536] for i in range(0, len(body), 65_536))
+    response = peer.client.post("/mcp", content=pieces, headers=headers)
+    assert "content-length" not in response.request.headers
+    judged = judge(fc.Case("10MB-string", body, fc.one(rid)), response, messages_of(response))
+    assert judged == "413 error -32600, its id"
+    TALLY.add(fc.Case("10MB-string", body, fc.one(rid)), judged + " (chunked)")
+    still_serving(peer)
 
 
 def test_huge_batches(peer: HttpPeer) -> None:

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_sim import defaults
 from tests import fuzz_cases as fc
 from tests.conftest import SPECS, mcp_sim_command, stop, subprocess_env
 
@@ -206,6 +207,34 @@ def test_a_request_nested_3000_levels_is_answered_with_its_id(peer: StdioPeer) -
     assert answer["error"]["code"] == -32700
     assert "recursion limit exceeded" in answer["error"]["message"]
     TALLY.add(fc.Case("deep-nesting", body, fc.one(rid)), outcome([answer]))
+
+
+@pytest.mark.parametrize("where", ["id-first", "id-past-the-head"])
+def test_a_line_over_the_limit_is_answered_and_the_next_line_is_served(peer: StdioPeer, where: str) -> None:
+    """The line is skipped without being held (tests/test_stdio_line_limit.py counts that); its answer carries the
+    id when the head of the line holds it. `exchange` sends a ping after it, which must be answered."""
+    rid = peer.next_id()
+    arguments = {"service": "x" * (defaults.STDIO_MAX_LINE_CHARS + 1_000_000)}
+    message = fc.call(rid, "get_service_status", arguments)
+    if where == "id-past-the-head":
+        message = {"params": message.pop("params"), **message}
+    case = fc.Case("overlong-line", fc.dumps(message), fc.one(rid if where == "id-first" else None))
+    (answer,) = peer.exchange(case)
+    assert answer["error"]["code"] == -32600
+    assert f"over the server's limit of {defaults.STDIO_MAX_LINE_CHARS:,} characters" in answer["error"]["message"]
+    TALLY.add(case, f"{outcome([answer])}, {'its id' if answer['id'] == rid else 'id null'}")
+    still_serving(peer)
+
+
+def test_a_line_of_exactly_the_limit_is_read_as_before(peer: StdioPeer) -> None:
+    rid = peer.next_id()
+    empty = fc.dumps(fc.call(rid, "get_service_status", {"service": ""}))
+    body = fc.dumps(fc.call(rid, "get_service_status", {"service": "x" * (defaults.STDIO_MAX_LINE_CHARS - len(empty))}))
+    assert len(body) == defaults.STDIO_MAX_LINE_CHARS
+    case = fc.Case("overlong-line", body, fc.one(rid))
+    (answer,) = peer.exchange(case)
+    assert answer["result"]["isError"] is True and "--max-argument-bytes" in answer["result"]["content"][0]["text"]
+    TALLY.add(case, "at the limit: read, isError naming --max-argument-bytes")
 
 
 def test_huge_batches(peer: StdioPeer) -> None:
