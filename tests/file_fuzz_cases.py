@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from mcp_sim.fidelity.traces import TraceRecord
 from mcp_sim.rehearsal.ledger import LedgerEntry
 
-FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=False, max_examples=60,
+FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=False, max_examples=100,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
-SQLITE_FUZZ = settings(FUZZ, max_examples=40)
+SQLITE_FUZZ = settings(FUZZ, max_examples=60)
 
 # --- valid samples -------------------------------------------------------------------------------------------
 

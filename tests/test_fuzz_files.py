@@ -38,8 +38,21 @@ from mcp_sim.worlds.store import SqliteStore
 from mcp_sim.worlds.world import World
 from tests.conftest import SPECS
 from tests.file_fuzz_cases import (
-    CLAUDE_CONFIG, EXTREMES, FAULTS, FUZZ, LEDGER, OPENAPI, SPEC, SQLITE_FUZZ, TRACE, bad_manifest, bad_text,
-    built_database, extreme_bytes, flipped, jsonl,
+    CLAUDE_CONFIG,
+    EXTREMES,
+    FAULTS,
+    FUZZ,
+    LEDGER,
+    OPENAPI,
+    SPEC,
+    SQLITE_FUZZ,
+    TRACE,
+    bad_manifest,
+    bad_text,
+    built_database,
+    extreme_bytes,
+    flipped,
+    jsonl,
 )
 
 TALLY: dict[str, Counter[str]] = {}
@@ -229,3 +242,87 @@ def test_an_sqlite_database_of_the_wrong_make_is_refused_naming_it(kind: str) ->
 def written_at(path: Path, content: bytes) -> Path:
     path.write_bytes(content)
     return path
+
+
+# --- the CLI: one command per kind, exit 1 and the error (a line, or a headline and its listing) -------------
+
+WEATHER = str(SPECS / "weather.yaml")
+CALL = ["call", WEATHER, "--tool", "get_weather", "--args", '{"city": "Oslo"}', "--replay-only"]
+DEEP_LINE = extreme_bytes("deep list") + b"\n"
+
+
+def damaged_store(folder: Path, change: str) -> Path:
+    store = SqliteStore(folder)
+    store.save(World("default"))
+    store.close()
+    with sqlite3.connect(folder / store_module.DATABASE_NAME) as db:
+        db.execute(change)
+    return folder / store_module.DATABASE_NAME
+
+
+CLI_CASES: dict[str, tuple[str, bytes, list[str]]] = {
+    # kind: (file name, content, the command line; FILE is the bad file's path)
+    "spec": ("spec.json", extreme_bytes("huge integer"), ["check", "FILE"]),
+    "trace": ("trace.jsonl", DEEP_LINE, ["learn", "FILE", "--spec", WEATHER, "--out", str(WORK / "out.yaml")]),
+    "cassette": ("cassette.jsonl", b'{"session": 1}\n', [*CALL, "--replay", "FILE"]),
+    "fault file": ("faults.yaml", extreme_bytes("deep yaml"), [*CALL, "--faults", "FILE"]),
+    "ledger": ("ledger.jsonl", DEEP_LINE, ["ledger", "FILE"]),
+    "openapi": ("api.json", extreme_bytes("huge integer"),
+                ["import", "openapi", "FILE", "--out", str(WORK / "o.yaml")]),
+    "claude desktop config": ("claude.json", DEEP_LINE, ["install", "claude-desktop", WEATHER, "--config", "FILE"]),
+    "response cache (stats)": ("cache.db", b"SQLite format 3\x00" + b"\xff" * 100, ["cache", "stats", "FILE"]),
+    "response cache (call)": ("cache.db", b"not a database", [*CALL, "--cache", "FILE"]),
+    "model manifest": ("models/bad.toml", b"name = \xff", ["models", "list"]),
+}
+
+
+def assert_clean_failure(args: list[str], path: Path) -> None:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output and str(path) in result.output
+    headline, *listing = result.output.strip().splitlines()
+    assert all(line.startswith("  - ") for line in listing), result.output
+    assert headline.startswith("Error: ") or "problem(s)" in headline, headline
+
+
+@pytest.mark.parametrize("kind", sorted(CLI_CASES))
+def test_the_cli_names_a_bad_file_in_one_error_without_a_traceback(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    name, content, args = CLI_CASES[kind]
+    path = fresh(WORK / "cli" / name)
+    path.write_bytes(content)
+    monkeypatch.setenv("MCP_SIM_MODELS_DIR", str(path.parent))
+    assert_clean_failure([str(path) if arg == "FILE" else arg for arg in args], path)
+
+
+@pytest.mark.parametrize("change", ["ALTER TABLE turns DROP COLUMN observation", "PRAGMA user_version = 7"])
+def test_call_with_a_world_store_of_the_wrong_make_names_it_without_a_traceback(change: str) -> None:
+    folder = WORK / "cli-store"
+    fresh(folder / store_module.DATABASE_NAME)
+    assert_clean_failure([*CALL, "--state-dir", str(folder)], damaged_store(folder, change))
+
+
+@pytest.mark.parametrize("change", ["UPDATE worlds SET calls = 'many'", "UPDATE worlds SET dropped = '[[['"])
+def test_call_in_a_damaged_stored_world_is_an_error_result_naming_the_store(change: str) -> None:
+    # The store opens; the world's row is read at the call, which then fails as a tool failure (stage "world").
+    folder = WORK / "cli-store"
+    fresh(folder / store_module.DATABASE_NAME)
+    path = damaged_store(folder, change)
+    result = CliRunner().invoke(cli, [*CALL, "--state-dir", str(folder)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    answer = json.loads(result.output)
+    assert answer["isError"] is True and answer["_meta"]["mcp-sim/simulation"]["stage"] == "world"
+    assert f"the world store {path} is damaged" in answer["content"][0]["text"]
+
+
+def test_a_real_process_reading_a_bad_ledger_prints_one_line_and_no_traceback() -> None:
+    import subprocess
+    import sys
+
+    path = written("real.jsonl", DEEP_LINE)
+    done = subprocess.run([sys.executable, "-m", "mcp_sim", "ledger", str(path)], capture_output=True, text=True,
+                          timeout=60, cwd=SPECS.parent)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [f"Error: {path} line 1: not a ledger entry (not a JSON line); "
+                                                "is this a file written by --ledger?"]
