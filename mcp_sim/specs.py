@@ -165,7 +165,7 @@ def _parse(path: Path, problems: list[str]) -> Any:
         if path.suffix == ".json":
             return json.loads(text)
         return yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    except (ValueError, yaml.YAMLError) as exc:  # ValueError: bad JSON, and integers past 4300 digits
         problems.append(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}")
         return None
     except RecursionError:

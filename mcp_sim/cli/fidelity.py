@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from mcp_sim import defaults
-from mcp_sim.cli.options import build_simulator, engine_options, handle_errors, logger
+from mcp_sim.cli.options import build_simulator, engine_options, logger
+from mcp_sim.cli_errors import handle_errors
 
 # Lets `-- COMMAND --flag` reach the real server untouched.
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}

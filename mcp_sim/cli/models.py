@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from mcp_sim.cli.options import engine_options, handle_errors
+from mcp_sim.cli.options import engine_options
+from mcp_sim.cli_errors import handle_errors
 
 
 @click.group("models")

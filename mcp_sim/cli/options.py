@@ -1,10 +1,9 @@
-"""What the commands share: the engine options, the error handler, and building a simulator from them."""
+"""What the commands share: the engine options, the error handler (from mcp_sim.cli_errors), and building a
+simulator from them."""
 
 from __future__ import annotations
 
-import functools
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mcp_sim import defaults
-from mcp_sim.errors import McpSimError
+from mcp_sim.cli_errors import handle_errors as handle_errors  # re-exported: serve.py imports it here
 from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
@@ -190,19 +189,3 @@ def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: R
     if load and not replaying:
         prepared.engine.load()
     return simulator
-
-
-def handle_errors(command: Command) -> Command:
-    """Turn mcp-sim errors into a clean message and exit code 1 (-vv shows the traceback)."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except McpSimError as exc:
-            if logging.getLogger().isEnabledFor(logging.DEBUG):
-                raise
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(1)
-
-    return wrapper

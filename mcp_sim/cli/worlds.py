@@ -10,7 +10,7 @@ import click
 import httpx
 
 from mcp_sim import defaults
-from mcp_sim.cli.options import handle_errors
+from mcp_sim.cli_errors import handle_errors
 from mcp_sim.errors import McpSimError
 
 ADMIN_PATH = "/admin/worlds"  # mirrors mcp_sim.admin, which this client never imports (no server deps)

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import pydantic
+
 from mcp_sim.errors import McpSimError
 
 REDACTED = "[REDACTED]"
@@ -26,6 +28,10 @@ class TraceError(McpSimError):
 @dataclass
 class TraceRecord:
     """One real call: what the agent sent and what the real server answered."""
+
+    # Read back through pydantic (`_RECORD`): a field of the wrong type is refused at load, naming its line,
+    # instead of breaking a replay or a report later.
+    __pydantic_config__ = pydantic.ConfigDict(extra="forbid")
 
     session: str
     step: int
@@ -59,6 +65,9 @@ class TraceRecord:
         return self.result.get("structuredContent")
 
 
+_RECORD = pydantic.TypeAdapter(TraceRecord)
+
+
 def result_text(result: dict[str, Any]) -> str:
     """The text blocks of a result, joined; other blocks (images, resources) are named by type."""
     parts = []
@@ -77,7 +86,7 @@ def read_traces(paths: Sequence[str | Path], kinds: Collection[str] | None = (TO
     for path in map(Path, paths):
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise TraceError(f"cannot read trace file {path}: {exc}") from None
         for number, line in enumerate(lines, 1):
             record = _parse_line(line, f"{path}:{number}") if line.strip() else None
@@ -89,13 +98,23 @@ def read_traces(paths: Sequence[str | Path], kinds: Collection[str] | None = (TO
 def _parse_line(line: str, where: str) -> TraceRecord:
     try:
         data = json.loads(line)
-        record = TraceRecord(**data)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise TraceError(f"{where}: not a trace record ({exc}); expected one JSON object per line as "
+    except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, and integers past 4300 digits
+        raise TraceError(f"{where}: not a trace record ({_reason(exc)}); expected one JSON object per line as "
                          "written by `mcp-sim record`") from None
-    if not isinstance(record.arguments, dict) or not isinstance(record.result, dict):
-        raise TraceError(f"{where}: 'arguments' and 'result' must be JSON objects")
+    try:
+        record = _RECORD.validate_python(data)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:3])
+        raise TraceError(f"{where}: not a trace record ({problems}); expected one JSON object per line as "
+                         "written by `mcp-sim record`") from None
+    content = record.result.get("content") or []
+    if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
+        raise TraceError(f"{where}: result.content must be a list of content blocks (JSON objects)")
     return record
+
+
+def _reason(exc: Exception) -> str:
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
 def sessions(records: Iterable[TraceRecord]) -> dict[str, list[TraceRecord]]:

@@ -123,7 +123,11 @@ class ResponseCache:
         if row is None:
             return None
         result, model_hash, model_name, tool, arguments, world, created_at = row
-        return CachedResult(bytes(result), model_hash, model_name, tool, json.loads(arguments), world, created_at)
+        with self._decoding(key):
+            if not isinstance(json.loads(result), dict):  # what a replay sends on must be a CallToolResult
+                raise TypeError("the stored result is not a JSON object")
+            return CachedResult(bytes(result), model_hash, model_name, tool, json.loads(arguments), world,
+                                created_at)
 
     def put(self, key: str, result_json: bytes, *, model_hash: str, model_name: str, tool: str,
             arguments: dict[str, Any], world: str) -> bool:
@@ -180,9 +184,10 @@ class ResponseCache:
         with self._using("read"), Path(out).open("w", encoding="utf-8") as handle:
             rows = self._db.execute(f"SELECT key, {RESULT_COLUMNS} FROM responses ORDER BY rowid")
             for key, result, model_hash, model_name, tool, arguments, world, created_at in rows:
-                entry = {"key": key, "tool": tool, "arguments": json.loads(arguments), "world": world,
-                         "model_name": model_name, "model_hash": model_hash, "created_at": created_at,
-                         "result": json.loads(result)}
+                with self._decoding(key):
+                    entry = {"key": key, "tool": tool, "arguments": json.loads(arguments), "world": world,
+                             "model_name": model_name, "model_hash": model_hash, "created_at": created_at,
+                             "result": json.loads(result)}
                 handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
                 count += 1
         return count
@@ -208,6 +213,15 @@ class ResponseCache:
                 yield
             except sqlite3.Error as exc:
                 raise CacheError(f"cannot {action} the response cache {self.path}: {exc}{_hint(exc)}") from None
+
+    @contextmanager
+    def _decoding(self, key: str) -> Iterator[None]:
+        # A row this mcp-sim did not write (edited by hand, or by a broken tool): its columns hold the wrong types.
+        try:
+            yield
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise CacheError(f"{self.path}: entry {key!r} is damaged ({type(exc).__name__}: {exc}); clear it "
+                             f"with `mcp-sim cache clear {self.path}` or give --cache a new file") from None
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -274,8 +288,11 @@ def _check_file(path: Path, create: bool) -> None:
         return
     if path.is_dir():
         raise CacheError(f"{path} is a folder; --cache takes a file path such as {path / 'cache.db'}")
-    with path.open("rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise CacheError(f"cannot read the response cache {path}: {exc.strerror}") from None
     if header and header != SQLITE_HEADER:  # an empty file is a new cache
         raise CacheError(f"{path} is not an mcp-sim response cache (not an SQLite database). Give --cache a "
                          "new file name; mcp-sim leaves this one untouched.")

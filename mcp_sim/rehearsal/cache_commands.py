@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.cli_errors import handle_errors
 from mcp_sim.rehearsal.cache import ResponseCache
 
 
@@ -27,25 +24,10 @@ def cache_group() -> None:
 CACHE_PATH = click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 
 
-def clean_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """A bad cache file or output path is one line saying what to do, never a traceback."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except McpSimError as exc:
-            raise click.ClickException(str(exc)) from None
-        except OSError as exc:
-            raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
-
-    return wrapper
-
-
 @cache_group.command("stats")
 @CACHE_PATH
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-@clean_errors
+@handle_errors
 def stats(path: Path, as_json: bool) -> None:
     """Entries in all, per tool and per model, and the size on disk."""
     with _open(path) as cache:
@@ -64,7 +46,7 @@ def stats(path: Path, as_json: bool) -> None:
 @CACHE_PATH
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The JSONL file to write: one entry per line, with its result parsed.")
-@clean_errors
+@handle_errors
 def export(path: Path, out: Path) -> None:
     """Write every cached answer to a JSONL file."""
     with _open(path) as cache:
@@ -75,7 +57,7 @@ def export(path: Path, out: Path) -> None:
 @cache_group.command("clear")
 @CACHE_PATH
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@clean_errors
+@handle_errors
 def clear(path: Path, yes: bool) -> None:
     """Remove every cached answer (the file stays, empty)."""
     with _open(path) as cache:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.cli_errors import handle_errors
 from mcp_sim.rehearsal.ledger import LedgerEntry, LedgerError, read_ledger, summarize
 
 
@@ -24,19 +23,16 @@ def register(cli: click.Group) -> None:
               show_default=True, help="A table with a summary, or the entries as a JSON list.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a self-contained HTML page (timeline per world, chart) here.")
+@handle_errors
 def ledger(path: Path, output_format: str, html_path: Path | None) -> None:
     """Show the calls recorded with --ledger: every call of a tool that may change the world."""
-    try:
-        entries = read_ledger(path)
-        if output_format == "json":
-            click.echo(json.dumps([e.model_dump(mode="json") for e in entries], indent=2, ensure_ascii=False))
-        else:
-            _print_table(entries)
-        if html_path is not None:
-            _write_html(entries, html_path, to_stderr=output_format == "json")
-    except McpSimError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(1)
+    entries = read_ledger(path)
+    if output_format == "json":
+        click.echo(json.dumps([e.model_dump(mode="json") for e in entries], indent=2, ensure_ascii=False))
+    else:
+        _print_table(entries)
+    if html_path is not None:
+        _write_html(entries, html_path, to_stderr=output_format == "json")
 
 
 def _print_table(entries: Sequence[LedgerEntry]) -> None:

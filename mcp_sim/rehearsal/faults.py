@@ -185,6 +185,10 @@ def _read(path: Path) -> Any:
         raise FaultFileError([f"{path}: cannot read the fault file: {exc}"]) from None
     try:
         return yaml.safe_load(text)  # YAML is a superset of JSON: one parser reads both
+    except RecursionError:
+        raise FaultFileError([f"{path}: nested too deeply; a fault file is a flat list of rules"]) from None
+    except ValueError as exc:  # an integer past Python's 4300-digit limit
+        raise FaultFileError([f"{path}: {exc}"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -154,7 +154,7 @@ def _parse_line(path: Path, number: int, line: bytes) -> LedgerEntry | None:
     try:
         text = line.decode()
         document = json.loads(text)
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError both
+    except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError, 4300+ digit integers
         if line.startswith(_ENTRY_START.encode()):
             log.warning("%s line %d: an entry cut short (a writer was killed mid-write); skipped", path, number)
             return None

@@ -95,6 +95,10 @@ def read_config(config: Path) -> dict[str, Any]:
         raise ClaudeDesktopConfigError(f"{config}: not valid JSON (line {exc.lineno}, column {exc.colno}: "
                                        f"{exc.msg}); fix or move the file, then run this again. "
                                        "Nothing was written.") from None
+    except (ValueError, RecursionError) as exc:  # integers past 4300 digits, nesting past the stack
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ClaudeDesktopConfigError(f"{config}: not a usable JSON config ({reason}); fix or move the file, "
+                                       "then run this again. Nothing was written.") from None
     if not isinstance(current, dict):
         raise ClaudeDesktopConfigError(f"{config}: expected a JSON object at the top, got {type(current).__name__}; "
                                        "nothing was written")

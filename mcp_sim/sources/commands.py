@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.cli_errors import handle_errors
 
 
 def register(cli: click.Group) -> None:
@@ -27,19 +24,6 @@ def _group(cli: click.Group, name: str, help_text: str) -> click.Group:
     return group
 
 
-def _clean_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """mcp-sim errors become "Error: ..." and exit code 1, with no traceback."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except McpSimError as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return wrapper
-
-
 @click.command()
 @click.argument("document")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
@@ -48,7 +32,7 @@ def _clean_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--path", "path_globs", multiple=True,
               help="Only operations whose path matches this glob: * within a segment, ** across (repeatable).")
 @click.option("--name", default=None, help="The simulated server's name (default: the document's title).")
-@_clean_errors
+@handle_errors
 def openapi(document: str, out: Path, tags: tuple[str, ...], path_globs: tuple[str, ...], name: str | None) -> None:
     """Turn a local OpenAPI 3.0/3.1 or Swagger 2.0 file (JSON or YAML) into a tool spec: one tool per operation."""
     from mcp_sim.sources.openapi import import_openapi, write_spec
@@ -65,7 +49,7 @@ def openapi(document: str, out: Path, tags: tuple[str, ...], path_globs: tuple[s
 @click.option("--name", default=None, help="The server's name in Claude Desktop (default: SPEC-simulated).")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The config file (default: Claude Desktop's own for this operating system).")
-@_clean_errors
+@handle_errors
 def claude_desktop(specs: tuple[Path, ...], name: str | None, config: Path | None) -> None:
     """Add (or update) a server in Claude Desktop's config that serves SPEC... with this install of mcp-sim."""
     from mcp_sim.sources.claude_desktop import install_claude_desktop

@@ -52,10 +52,11 @@ def read_document(path: Path, shown: str | None = None) -> Any:
         if Path(path).suffix.lower() == ".json":
             return json.loads(text)
         return _plain(yaml.load(text, Loader=YAML_LOADER))
-    except json.JSONDecodeError as exc:
-        raise OpenAPIImportError(f"{shown}: not valid JSON: {exc}") from None
     except yaml.YAMLError as exc:
         raise OpenAPIImportError(f"{shown}: not valid YAML: {exc}") from None
+    except ValueError as exc:  # bad JSON, and integers past Python's 4300-digit limit in either
+        raise OpenAPIImportError(f"{shown}: not valid {'JSON' if Path(path).suffix.lower() == '.json' else 'YAML'}: "
+                                 f"{exc}") from None
     except RecursionError:
         raise OpenAPIImportError(f"{shown}: nested too deeply (a recursive YAML alias?)") from None
 

@@ -10,8 +10,10 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from mcp_sim.prompt import Turn
 from mcp_sim.worlds.world import World, WorldError
@@ -20,6 +22,9 @@ SCHEMA_VERSION = 1
 # PRAGMA application_id: tells our database from any other SQLite file ("MSIW").
 APPLICATION_ID = 0x4D534957
 DATABASE_NAME = "worlds.sqlite3"
+T = TypeVar("T")
+COLUMNS = {"worlds": ["name", "scenario", "calls", "dropped", "forked_from", "created", "used"],
+           "turns": ["world", "source", "seq", "action", "observation"]}
 
 
 class WorldStore(Protocol):
@@ -98,23 +103,41 @@ class SqliteStore:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, SCHEMA_VERSION):
             raise sqlite3.DatabaseError(f"its schema version {version} is not {SCHEMA_VERSION}")
+        for table, columns in COLUMNS.items():  # CREATE IF NOT EXISTS leaves a same-named table as it was
+            found = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+            if found != columns:
+                raise sqlite3.DatabaseError(f"its table {table} has columns {', '.join(found)}, not "
+                                            f"{', '.join(columns)}")
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
-    def load(self, name: str) -> World | None:
+    @contextmanager
+    def _using(self) -> Iterator[None]:
+        """Under the lock; a damaged file, or rows of the wrong types, become a WorldError naming it."""
         with self._lock:
+            try:
+                yield
+            except (sqlite3.Error, ValueError, TypeError, RecursionError) as exc:
+                raise WorldError(f"the world store {self.path} is damaged ({exc}); move it away, or pass another "
+                                 "--state-dir") from None
+
+    def load(self, name: str) -> World | None:
+        with self._using():
             row = self._db.execute("SELECT scenario, calls, dropped, forked_from, created FROM worlds WHERE name=?",
                                    (name,)).fetchone()
             if row is None:
                 return None
-            world = World(name, row[0], calls=row[1], dropped=json.loads(row[2]), forked_from=row[3],
-                          created=row[4])
+            scenario, calls, dropped, forked_from, created = row
+            world = World(name, _typed(scenario, str), calls=_typed(calls, int), dropped=_dropped(dropped),
+                          forked_from=None if forked_from is None else _typed(forked_from, str),
+                          created=_typed(created, float))
             for source, action, observation in self._db.execute(
                     "SELECT source, action, observation FROM turns WHERE world=? ORDER BY source, seq", (name,)):
-                world.turns.setdefault(source, []).append(Turn(action, observation))
+                turn = Turn(_typed(action, str), _typed(observation, str))
+                world.turns.setdefault(_typed(source, str), []).append(turn)
         return world
 
     def save(self, world: World) -> None:
-        with self._lock, self._db:
+        with self._using(), self._db:
             self._save(world)
             self._db.execute("DELETE FROM turns WHERE world=?", (world.name,))
             self._db.executemany(
@@ -123,7 +146,7 @@ class SqliteStore:
                  for source, turns in world.turns.items() for seq, turn in enumerate(turns)])
 
     def append(self, world: World, source: str, turn: Turn) -> None:
-        with self._lock, self._db:
+        with self._using(), self._db:
             self._save(world)
             self._db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?)",
                              (world.name, source, len(world.turns[source]) - 1, turn.action, turn.observation))
@@ -134,17 +157,30 @@ class SqliteStore:
                           world.created, time.time()))
 
     def delete(self, name: str) -> None:
-        with self._lock, self._db:
+        with self._using(), self._db:
             self._db.execute("DELETE FROM turns WHERE world=?", (name,))
             self._db.execute("DELETE FROM worlds WHERE name=?", (name,))
 
     def names(self) -> list[str]:
-        with self._lock:
-            return [row[0] for row in self._db.execute("SELECT name FROM worlds ORDER BY used")]
+        with self._using():
+            return [str(row[0]) for row in self._db.execute("SELECT name FROM worlds ORDER BY used")]
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _typed(value: object, kind: type[T]) -> T:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"a column holds {type(value).__name__} {str(value)[:40]!r} where {kind.__name__} belongs")
+    return value
+
+
+def _dropped(raw: object) -> dict[str, int]:
+    dropped = json.loads(_typed(raw, str))
+    if not isinstance(dropped, dict) or not all(isinstance(v, int) for v in dropped.values()):
+        raise ValueError(f"dropped {str(raw)[:40]!r} is not an object of counts")
+    return dropped
 
 
 def open_store(state_dir: Path | None) -> WorldStore:
