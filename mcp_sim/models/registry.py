@@ -101,6 +101,8 @@ def load_manifest(path: Path) -> Manifest:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RegistryError([f"{path}: cannot be read as TOML: {exc}"]) from None
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise RegistryError([f"{path}: nested too deeply to be a model manifest"]) from None
     problems = [f"{path}: {p}" for p in _problems(data, path.stem)]
     if problems:
         raise RegistryError(problems)
