@@ -241,7 +241,8 @@ class LlamaEngine:
         think_open = None
         if request.think:  # some templates open the block themselves when thinking is on
             think_open = [] if prompt_text.rstrip().endswith(THINK_OPEN) else self._encode(THINK_OPEN + "\n")
-        checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, is_recurrent(self._model))
+        assert self._decoder is not None
+        checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, self._decoder.recurrent)
         return Job(request, tokens, stops, None if grammar is None else grammar._grammar, checkpoints, self._codec,
                    think_open)
 
