@@ -149,12 +149,12 @@ def run_raw_late_call(prompts: list[Any], sim: Run, threads: int, tries: int = 3
     _, _, messages = prompts[-1]
     call = sim.calls[-1]
     schema = prepare_for_grammar(load_catalog([SPEC]).tools["write_file"].output_schema or {})
-    grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
     llm = llama_cpp.Llama(str(default_model_path()), n_ctx=CTX, n_threads=threads, verbose=False, seed=0)
     tokens = _prompt_tokens(llm, messages)
     kept = len(tokens) - call.evaluated
     best = float("inf")
     for _ in range(tries):
+        grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         llm.reset()
         llm.eval(tokens[:kept])  # the resumed state: not timed
         started = time.perf_counter()
@@ -164,7 +164,6 @@ def run_raw_late_call(prompts: list[Any], sim: Run, threads: int, tries: int = 3
             if produced >= call.generated:
                 break
         best = min(best, time.perf_counter() - started)
-        grammar.reset()
     mcp_sim = statistics.median(c.latency_s for c in sim.at(call.index))
     return {"raw_s": best, "mcp_sim_s": mcp_sim, "evaluated": call.evaluated, "generated": call.generated,
             "index": call.index}

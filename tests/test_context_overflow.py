@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.llama.prefix import shift_plan
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
@@ -42,8 +44,9 @@ def test_turns_are_dropped_in_chunks_so_the_following_prompts_extend_each_other(
     assert dropped[first + 1] == 0  # the next call extends the trimmed prompt
 
 
-def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: Path) -> None:
-    engine = LlamaEngine(model_path, n_ctx=2048, n_threads=2)
+@pytest.mark.parametrize("slots", [1, 2], ids=["one-call", "batched"])
+def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: Path, slots: int) -> None:
+    engine = LlamaEngine(model_path, n_ctx=2048, n_threads=2, slots=slots)
     simulator = Simulator(load_catalog([OPS]), engine, SimOptions(temperature=0.0, max_tokens=96, attempts=1))
     metas = []
     for index in range(9):
@@ -55,3 +58,4 @@ def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: 
     assert after_drops, [meta["prompt_tokens"] for meta in metas]
     # Without the shift each of these re-reads the whole kept history (200+ tokens here).
     assert all(meta["evaluated_tokens"] < 64 for meta in after_drops), after_drops
+    engine.close()

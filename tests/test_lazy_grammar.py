@@ -57,6 +57,35 @@ def test_a_rejected_first_token_is_resampled_under_the_grammar(engine: LlamaEngi
     assert texts[True] == texts[False]
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_a_shortlist_gives_the_answer_the_whole_vocabulary_gives(engine: LlamaEngine,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 temperature: float) -> None:
+    """On a rejected token the grammar filters only the best candidates by logit; the pick (and, sampling
+    with a seed, every random draw) must be the one filtering the whole vocabulary makes."""
+    import mcp_sim.engines.llama.sampling as sampling
+
+    engine.lazy_grammar = True
+    filtered: list[int] = []
+    original = sampling.LazyGrammarSampler._pick_allowed
+
+    def counted(self: sampling.LazyGrammarSampler, logits: object) -> int:
+        filtered.append(1)
+        return original(self, logits)
+
+    monkeypatch.setattr(sampling.LazyGrammarSampler, "_pick_allowed", counted)
+    texts = []
+    for shortlist in (sampling.SHORTLIST, 10**9):  # 10**9: longer than the vocabulary, so never used
+        monkeypatch.setattr(sampling, "SHORTLIST", shortlist)
+        request = GenerationRequest(messages=[ChatMessage("user", "Say hello in one friendly sentence.")],
+                                    max_tokens=40, json_schema=UNLIKELY, schema_key="unlikely",
+                                    temperature=temperature, seed=7)
+        texts.append(engine.generate(request).text)
+        assert json.loads(texts[-1])["code"] == "zq-7781-xv", texts[-1]
+    assert filtered, "no token was rejected: the shortlist was never tried"
+    assert texts[0] == texts[1]
+
+
 def test_the_answer_is_cut_at_the_first_stop_string() -> None:
     assert cut_at_stop('{"a": 1}<|im_end|>\nmore', ["<|im_end|>", "\nmore"]) == '{"a": 1}'
     assert cut_at_stop("plain", ["<|im_end|>"]) == "plain"

@@ -32,9 +32,25 @@ THINKING_TEMPLATE = (
     "{% else %}<think>\n{% endif %}{% endif %}")
 
 
-@pytest.fixture(scope="module")
-def engine(model_path: Path) -> Iterator[LlamaEngine]:
-    yield LlamaEngine(model_path, n_ctx=2048, seed=0)
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-call", "batched"])
+def engine(model_path: Path, request: pytest.FixtureRequest) -> Iterator[LlamaEngine]:
+    engine = LlamaEngine(model_path, n_ctx=2048, seed=0, slots=request.param)
+    yield engine
+    engine.close()
+
+
+def test_the_batched_engine_thinks_and_answers_as_the_one_call_engine(model_path: Path) -> None:
+    request = GenerationRequest(messages=MESSAGES, max_tokens=64, json_schema=SCHEMA, schema_key="thinking-test",
+                                think=True, think_budget=24, temperature=0.0)
+    answers = []
+    for slots in (1, 2):
+        engine = LlamaEngine(model_path, n_ctx=2048, seed=0, slots=slots)
+        answers.append(engine.generate(request))
+        engine.close()
+    one, batched = answers
+    assert batched.reasoning_tokens == one.reasoning_tokens == 24
+    assert (batched.reasoning, batched.text, batched.completion_tokens) == (one.reasoning, one.text,
+                                                                          one.completion_tokens)
 
 
 def test_reasoning_stays_out_of_a_schema_valid_answer(engine: LlamaEngine) -> None:

@@ -34,6 +34,9 @@ __all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supporte
 
 logger = logging.getLogger(__name__)
 
+# What llama-cpp-python's Llama makes of seed 0; the batched path follows it so both sample alike.
+LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+
 # Used only when a GGUF carries no chat template (llama.cpp would otherwise fall back to llama-2).
 CHATML_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -179,7 +182,8 @@ class LlamaEngine:
         self._codec = Codec(detokenize=lambda tokens, special: model.detokenize(tokens, special=special),
                             encode=self._encode,
                             sampler=lambda request, grammar: LazyGrammarSampler(
-                                self._batch_context.ctx, model.vocab, request, grammar, self.seed))
+                                self._batch_context.ctx, model.vocab, request, grammar,
+                                self.seed or LLAMA_DEFAULT_SEED))
         return model
 
     def _tokenize(self, messages: list[ChatMessage], think: bool = False,

@@ -8,6 +8,7 @@ grammar, as thinking.py does for the one-call-at-a-time engine.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from mcp_sim.engines.base import Generation, GenerationRequest
 from mcp_sim.engines.llama.sampling import LazyGrammarSampler, cut_at_stop
 from mcp_sim.engines.llama.slots import Slot
 from mcp_sim.engines.llama.thinking import THINK_CLOSE
+
+logger = logging.getLogger(__name__)
 
 Checkpoint = tuple[int, str]  # (token count, snapshot key)
 
@@ -154,6 +157,7 @@ class Job:
         reasoning = None
         if self.think_open is not None:
             reasoning = self._thought_text().split(THINK_CLOSE, 1)[0].strip()
+            logger.debug("reasoning (%d tokens): %s", len(self.thought), reasoning)
         result = Generation(text=cut_at_stop(self.data.decode("utf-8", errors="ignore"), self.stops),
                             prompt_tokens=len(self.prompt), completion_tokens=len(self.thought) + len(self.produced),
                             finish_reason=reason, evaluated_tokens=self.evaluated, reasoning=reasoning,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,8 +18,15 @@ class GrammarCache:
     def __init__(self, vocab: Callable[[], Any]):
         self._vocab = vocab
         self._grammars: dict[str, Any] = {}
+        # Batched calls compile grammars from several threads; redirect_stdout below swaps sys.stdout for the
+        # whole process, so two at once could leave the protocol channel pointing at a StringIO.
+        self._lock = threading.Lock()
 
     def get(self, key: str, json_schema: dict[str, Any]) -> Any:
+        with self._lock:
+            return self._get(key, json_schema)
+
+    def _get(self, key: str, json_schema: dict[str, Any]) -> Any:
         grammar = self._grammars.get(key)
         if grammar is None:
             from llama_cpp import LlamaGrammar

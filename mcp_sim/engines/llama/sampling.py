@@ -20,6 +20,9 @@ from mcp_sim.engines.llama.state_cache import common_prefix
 MIN_P = 0.05
 TYPICAL_P = 1.0
 PENALTY_LAST_N = 64  # llama-cpp-python's last_n_tokens_size
+# On a rejected token, the grammar first filters only this many of the best candidates by logit (see
+# LazyGrammarSampler._pick_allowed); the whole vocabulary only when too few of them are allowed.
+SHORTLIST = 512
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,17 @@ class LazyGrammarSampler:
             chain.add_min_p(MIN_P, 1)
             chain.add_temp(request.temperature)
             chain.add_dist(request.seed if request.seed is not None else seed)
+        # Allowed candidates a shortlist must hold for the chain's pick among them to be its pick over the
+        # whole vocabulary: top_k (1 when greedy) plus every token the repetition penalty may push down.
+        top_k = 1 if request.temperature == 0 else request.top_k
+        self._enough = top_k + penalty_last_n if top_k > 0 else None
         self._grammar = None
         if grammar_text is not None:
             self._grammar = llama_cpp.llama_sampler_init_grammar(vocab, grammar_text.encode(), b"root")
+        self._short_size = min(SHORTLIST, self._n_vocab)
+        self._short = (llama_cpp.llama_token_data * self._short_size)()
+        self._short_fields = np.ctypeslib.as_array(self._short)
+        self._shortlist = llama_cpp.llama_token_data_array(self._short, self._short_size, -1, False)
         self._candidates = (llama_cpp.llama_token_data * self._n_vocab)()
         self._fields = np.ctypeslib.as_array(self._candidates)
         self._fields["id"] = np.arange(self._n_vocab, dtype=np.int32)
@@ -79,7 +90,7 @@ class LazyGrammarSampler:
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, index), shape=(self._n_vocab,))
         token = self._pick(logits, with_grammar=False)
         if self._grammar is not None and not self._allowed(token):
-            token = self._pick(logits, with_grammar=True)
+            token = self._pick_allowed(logits)
         llama_cpp.llama_sampler_accept(self._chain.sampler, token)
         if self._grammar is not None:
             llama_cpp.llama_sampler_accept(self._grammar, token)
@@ -97,6 +108,35 @@ class LazyGrammarSampler:
             llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
         llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(self._all))
         return int(self._candidates[self._all.selected].id)
+
+    def _pick_allowed(self, logits: Any) -> int:
+        """The chain's pick among the tokens the grammar allows, filtering only the SHORTLIST best candidates.
+
+        Exact, not an approximation: tokens outside the shortlist have logits no higher than any inside; with
+        at least top_k + penalty_last_n allowed inside, at least top_k of those are unpenalized and outrank every
+        outsider, so the chain's top_k (or greedy pick) falls inside, and the later steps (top_p, min_p,
+        temperature, the draw) see the same candidates in the same order. Too few allowed (or top_k off): the
+        grammar filters the whole vocabulary, as before."""
+        import llama_cpp
+
+        size = self._short_size
+        if self._enough is None or size >= self._n_vocab:
+            return self._pick(logits, with_grammar=True)
+        best = np.argpartition(logits, -size)[-size:]
+        fields = self._short_fields
+        fields["id"] = best
+        fields["logit"] = logits[best]
+        fields["p"] = 0.0
+        short = self._shortlist
+        short.size, short.selected, short.sorted = size, -1, False
+        llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(short))
+        allowed = fields[np.isfinite(fields["logit"])]
+        if len(allowed) < self._enough:
+            return self._pick(logits, with_grammar=True)
+        fields[: len(allowed)] = allowed
+        short.size = len(allowed)
+        llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(short))
+        return int(self._short[short.selected].id)
 
     def _allowed(self, token: int) -> bool:
         import llama_cpp
