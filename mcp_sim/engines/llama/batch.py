@@ -32,7 +32,7 @@ BATCH_TOKENS = 512
 
 class BatchDecoder:
     def __init__(self, ctx: Any, vocab: Any, slots: int, states: StateCache, recurrent: bool,
-                 context_shift: bool):
+                 context_shift: bool, unified: bool):
         import llama_cpp
 
         self._ctx = ctx  # a llama_cpp._internals.LlamaContext with n_seq_max = slots and a unified KV cache
@@ -41,6 +41,8 @@ class BatchDecoder:
         self.states = states
         self.recurrent = recurrent
         self.context_shift = context_shift
+        # One KV buffer for all sequences (cells shareable between slots) or one stream per sequence.
+        self.unified = unified
         self.slots = [Slot(seq_id) for seq_id in range(slots)]
         self._queue: deque[Job] = deque()
         self._active: list[Job] = []
@@ -136,7 +138,7 @@ class BatchDecoder:
             return len(slot.tokens)
         related = [conversation_key(key) for key in job.request.related_cache_keys]
         keys = [key for _, key in job.checkpoints] + [key for key in (conversation, *related) if key]
-        resume = plan_resume(slot, self.slots, self.states, keys, target, self.recurrent)
+        resume = plan_resume(slot, self.slots, self.states, keys, target, self.recurrent, self.unified)
         seq = slot.seq_id
         if resume.kind == "slot":
             source = self.slots[int(resume.source or 0)]

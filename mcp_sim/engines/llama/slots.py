@@ -50,15 +50,15 @@ class Resume:
 
 
 def plan_resume(slot: Slot, slots: list[Slot], states: StateCache, keys: list[str], target: list[int],
-                recurrent: bool) -> Resume:
+                recurrent: bool, copy_slots: bool = True) -> Resume:
     """The longest prefix of `target` the slot can start from. Recurrent and hybrid models (qwen35moe) cannot
     cut their state back, so for them only exact prefixes count, and copying another live sequence (which
-    moves on) is never used."""
+    moves on) is never used; nor where the context cannot copy part of a sequence (`copy_slots` false)."""
     own = common_prefix(slot.tokens, target)
     if recurrent and own != len(slot.tokens):
         own = 0
     best = Resume("own", own)
-    if not recurrent:
+    if copy_slots and not recurrent:
         for other in slots:
             if other is not slot:
                 shared = common_prefix(other.tokens, target)
