@@ -110,13 +110,20 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,16")
     parser.add_argument("--slots", default="1,16")
     parser.add_argument("--calls", type=int, default=3, help="calls per session")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each setting, in turn; the fastest counts")
     args = parser.parse_args()
     threads = default_threads() or 2
     load_before = machine_load()
-    results = [run(slots, sessions, args.calls, threads) for slots in map(int, args.slots.split(","))
-               for sessions in map(int, args.sessions.split(","))]
+    settings = [(slots, sessions) for slots in map(int, args.slots.split(","))
+                for sessions in map(int, args.sessions.split(","))]
+    # Settings take turns, so a burst of load on this shared machine does not land on one setting alone.
+    runs = [run(slots, sessions, args.calls, threads) for _ in range(args.repeat) for slots, sessions in settings]
+    results = [max((r for r in runs if (r["slots"], r["sessions"]) == setting), key=lambda r: r["calls_per_s"])
+               for setting in settings]
     lines = [f"Measured by `.venv/bin/python benchmarks/bench_batching.py` in one process (no HTTP, no client), "
-             f"files spec, --ctx {CTX} per slot, temperature 0, {threads} threads, {args.calls} calls per session.",
+             f"files spec, --ctx {CTX} per slot, temperature 0, {threads} threads, {args.calls} calls per session; "
+             f"the fastest of {args.repeat} runs of each setting, taken in turn. The one-call engine (--slots 1) "
+             "evaluates through llama-cpp-python's own batch, not timed here.",
              "", "| --slots | sessions | calls | seconds | calls/s | p50 s | worst session / median | evaluated "
              "| generated | llama_decode ms per token fed |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
