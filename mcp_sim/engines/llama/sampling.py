@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,10 +57,13 @@ class LazyGrammarSampler:
             chain.add_min_p(MIN_P, 1)
             chain.add_temp(request.temperature)
             chain.add_dist(request.seed if request.seed is not None else seed)
-        # Allowed candidates a shortlist must hold for the chain's pick among them to be its pick over the
-        # whole vocabulary: top_k (1 when greedy) plus every token the repetition penalty may push down.
+        # Allowed candidates a shortlist must rank high enough for the chain's pick among them to be its pick
+        # over the whole vocabulary: top_k (1 when greedy); None when top_k is off (all candidates count).
         top_k = 1 if request.temperature == 0 else request.top_k
-        self._enough = top_k + penalty_last_n if top_k > 0 else None
+        self._enough = top_k if top_k > 0 else None
+        # The tokens the repetition penalty applies to: the last penalty_last_n the chain accepted.
+        self._penalty = request.repeat_penalty
+        self._recent: deque[int] = deque(maxlen=penalty_last_n)
         self._grammar = None
         if grammar_text is not None:
             self._grammar = llama_cpp.llama_sampler_init_grammar(vocab, grammar_text.encode(), b"root")
@@ -92,6 +96,7 @@ class LazyGrammarSampler:
         if self._grammar is not None and not self._allowed(token):
             token = self._pick_allowed(logits)
         llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        self._recent.append(token)
         if self._grammar is not None:
             llama_cpp.llama_sampler_accept(self._grammar, token)
         return token
@@ -112,11 +117,11 @@ class LazyGrammarSampler:
     def _pick_allowed(self, logits: Any) -> int:
         """The chain's pick among the tokens the grammar allows, filtering only the SHORTLIST best candidates.
 
-        Exact, not an approximation: tokens outside the shortlist have logits no higher than any inside; with
-        at least top_k + penalty_last_n allowed inside, at least top_k of those are unpenalized and outrank every
-        outsider, so the chain's top_k (or greedy pick) falls inside, and the later steps (top_p, min_p,
-        temperature, the draw) see the same candidates in the same order. Too few allowed (or top_k off): the
-        grammar filters the whole vocabulary, as before."""
+        Exact, not an approximation: a token outside the shortlist has a logit no higher than the lowest inside,
+        and the repetition penalty only lowers logits; so when at least top_k allowed tokens inside keep, after
+        their penalty, a logit at least that high, the chain's top_k (or greedy pick) falls inside, and the later
+        steps (top_p, min_p, temperature, the draw) see the same candidates in the same order. Otherwise (or
+        with top_k off) the grammar filters the whole vocabulary, as before."""
         import llama_cpp
 
         size = self._short_size
@@ -131,12 +136,24 @@ class LazyGrammarSampler:
         short.size, short.selected, short.sorted = size, -1, False
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(short))
         allowed = fields[np.isfinite(fields["logit"])]
-        if len(allowed) < self._enough:
+        if not self._outrank_the_rest(allowed, float(logits[best].min())):
             return self._pick(logits, with_grammar=True)
         fields[: len(allowed)] = allowed
         short.size = len(allowed)
         llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(short))
         return int(self._short[short.selected].id)
+
+    def _outrank_the_rest(self, allowed: Any, floor: float) -> bool:
+        """Whether top_k of the allowed shortlisted tokens keep a logit of at least `floor` after the
+        repetition penalty (llama.cpp's: divide a positive logit by it, multiply a negative one)."""
+        assert self._enough is not None
+        if len(allowed) < self._enough:
+            return False
+        scores = allowed["logit"].astype(np.float64)
+        if self._recent and self._penalty != 1.0:
+            hit = np.isin(allowed["id"], np.fromiter(set(self._recent), dtype=np.int32))
+            scores[hit] = np.where(scores[hit] > 0, scores[hit] / self._penalty, scores[hit] * self._penalty)
+        return int(np.count_nonzero(scores >= floor)) >= self._enough
 
     def _allowed(self, token: int) -> bool:
         import llama_cpp
