@@ -305,7 +305,7 @@ def main() -> None:
 def marked_sections(path: Path) -> str:
     import re
 
-    return "\n\n".join(re.findall(r"<!-- bench:(?:\w+) -->.*?<!-- /bench:\w+ -->", path.read_text(), re.DOTALL)) + "\n"
+    return "\n\n".join(re.findall(r"<!-- bench:(?:[\w-]+) -->.*?<!-- /bench:[\w-]+ -->", path.read_text(), re.DOTALL)) + "\n"
 
 
 def concurrency_section(concurrency: dict[int, dict[int, dict[str, float]]]) -> list[str]:

@@ -25,7 +25,7 @@ from mcp_sim.cli import cli
 from mcp_sim.errors import McpSimError
 from mcp_sim.fidelity.traces import read_traces, sessions
 from mcp_sim.models.registry import load_manifest
-from mcp_sim.rehearsal import cache as cache_module
+from mcp_sim.rehearsal import cache_file as cache_module
 from mcp_sim.rehearsal.cache import ResponseCache
 from mcp_sim.rehearsal.cassettes import Cassette
 from mcp_sim.rehearsal.faults import load_faults
