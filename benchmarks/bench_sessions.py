@@ -305,7 +305,8 @@ def main() -> None:
 def marked_sections(path: Path) -> str:
     import re
 
-    return "\n\n".join(re.findall(r"<!-- bench:(?:[\w-]+) -->.*?<!-- /bench:[\w-]+ -->", path.read_text(), re.DOTALL)) + "\n"
+    sections = re.findall(r"<!-- bench:(?:[\w-]+) -->.*?<!-- /bench:[\w-]+ -->", path.read_text(), re.DOTALL)
+    return "\n\n".join(sections) + "\n"
 
 
 def concurrency_section(concurrency: dict[int, dict[int, dict[str, float]]]) -> list[str]:

@@ -96,13 +96,14 @@ class BatchDecoder:
                         self._abort(job, EngineError(f"the model failed while answering: {exc}"))
 
     def _admit(self) -> list[Job]:
-        """Give queued jobs the slots that are free, in arrival order (the server's scheduler is fair)."""
+        """Give queued jobs the slots that are free, in arrival order (the server's scheduler is fair); a job
+        cancelled while it waited leaves the queue at once."""
+        for job in [job for job in self._queue if job.request.cancel.is_set()]:
+            self._queue.remove(job)
+            job.finish("cancelled")
         admitted: list[Job] = []
         while self._queue:
             job = self._queue[0]
-            if job.request.cancel.is_set():
-                self._queue.popleft().finish("cancelled")
-                continue
             slot = choose_slot(self.slots, conversation_key(job.request.cache_key), job.prompt)
             if slot is None:
                 break
