@@ -109,7 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", default="1,16")
     parser.add_argument("--slots", default="1,16")
-    parser.add_argument("--calls", type=int, default=3, help="calls per session")
+    parser.add_argument("--calls", type=int, default=6, help="calls per session")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each setting, in turn; the fastest counts")
     args = parser.parse_args()
     threads = default_threads() or 2

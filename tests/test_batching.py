@@ -168,7 +168,7 @@ def test_sessions_resume_in_their_own_slot_and_a_warm_system_prompt_is_shared(mo
         # Each session's second call reads only its new turn: its state stayed in its slot.
         for one, two in zip(first, second, strict=True):
             assert two.meta[META_KEY]["evaluated_tokens"] < one.meta[META_KEY]["prompt_tokens"] / 3
-        # Every session started from the warm system prompt (snapshot or cells shared with another slot).
+        # Every session started from the warm system prompt's snapshot.
         for result in first:
             assert result.meta[META_KEY]["evaluated_tokens"] < result.meta[META_KEY]["prompt_tokens"] / 2
         # One at a time, the batched context answers as the one-call engine.

@@ -178,8 +178,7 @@ class LlamaEngine:
         model = self._batch_model
         recurrent = is_recurrent(model)
         self._decoder = BatchDecoder(self._batch_context, model.vocab, self.slots, self.states, recurrent,
-                                     self.context_shift and not recurrent and memory_can_shift(self._batch_context.ctx),
-                                     unified=bool(self._batch_context.params.kv_unified))
+                                     self.context_shift and not recurrent and memory_can_shift(self._batch_context.ctx))
         self._codec = Codec(detokenize=lambda tokens, special: model.detokenize(tokens, special=special),
                             encode=self._encode,
                             sampler=lambda request, grammar: LazyGrammarSampler(

@@ -3,8 +3,8 @@
 Each step feeds, in one llama_decode, the next token of every answering call and a chunk of each joining
 call's prompt; then every call whose logits came out samples its next token with its own sampler chain and
 grammar. Calls join and leave between steps. A slot's state stays resident while its session is idle, and is
-parked in the state cache only when another call needs the slot. The KV cache is unified, so a slot can start
-from another slot's system prompt by sharing its cells (no copy, no re-read).
+parked in the state cache only when another call needs the slot. Each sequence has a KV stream of its own
+(loading.py says why); a new session starts from its spec's system prompt snapshot.
 
 One thread (the decoder) owns the context; callers hand it jobs and wait (batch_job.py).
 """
@@ -32,17 +32,15 @@ BATCH_TOKENS = 512
 
 class BatchDecoder:
     def __init__(self, ctx: Any, vocab: Any, slots: int, states: StateCache, recurrent: bool,
-                 context_shift: bool, unified: bool):
+                 context_shift: bool):
         import llama_cpp
 
-        self._ctx = ctx  # a llama_cpp._internals.LlamaContext with n_seq_max = slots and a unified KV cache
+        self._ctx = ctx  # a llama_cpp._internals.LlamaContext with n_seq_max = slots
         self._memory = llama_cpp.llama_get_memory(ctx.ctx)
         self._vocab = vocab
         self.states = states
         self.recurrent = recurrent
         self.context_shift = context_shift
-        # One KV buffer for all sequences (cells shareable between slots) or one stream per sequence.
-        self.unified = unified
         self.slots = [Slot(seq_id) for seq_id in range(slots)]
         self._queue: deque[Job] = deque()
         self._active: list[Job] = []
@@ -139,14 +137,9 @@ class BatchDecoder:
             return len(slot.tokens)
         related = [conversation_key(key) for key in job.request.related_cache_keys]
         keys = [key for _, key in job.checkpoints] + [key for key in (conversation, *related) if key]
-        resume = plan_resume(slot, self.slots, self.states, keys, target, self.recurrent, self.unified)
+        resume = plan_resume(slot, self.states, keys, target, self.recurrent)
         seq = slot.seq_id
-        if resume.kind == "slot":
-            source = self.slots[int(resume.source or 0)]
-            llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
-            llama_cpp.llama_memory_seq_cp(self._memory, source.seq_id, seq, 0, resume.shared)
-            slot.tokens = source.tokens[: resume.shared]
-        elif resume.kind == "snapshot":
+        if resume.kind == "snapshot":
             resume = self._restore(slot, str(resume.source), resume)
         if len(slot.tokens) > resume.shared:
             if not llama_cpp.llama_memory_seq_rm(self._memory, seq, resume.shared, -1):

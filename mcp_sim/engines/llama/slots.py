@@ -40,30 +40,23 @@ def choose_slot(slots: list[Slot], conversation: str | None, prompt: list[int]) 
 
 @dataclass(frozen=True)
 class Resume:
-    """Where a call's prompt resumes: `shared` tokens of it are already evaluated in the slot (kind "own"),
-    can be copied from another slot's sequence ("slot", `source` is its seq_id), or restored from a snapshot
-    ("snapshot", `source` is its key)."""
+    """Where a call's prompt resumes: `shared` tokens of it are already evaluated in the slot (kind "own") or
+    restored from a snapshot ("snapshot", `source` is its key)."""
 
     kind: str
     shared: int
-    source: int | str | None = None
+    source: str | None = None
 
 
-def plan_resume(slot: Slot, slots: list[Slot], states: StateCache, keys: list[str], target: list[int],
-                recurrent: bool, copy_slots: bool = True) -> Resume:
-    """The longest prefix of `target` the slot can start from. Recurrent and hybrid models (qwen35moe) cannot
-    cut their state back, so for them only exact prefixes count, and copying another live sequence (which
-    moves on) is never used; nor where the context cannot copy part of a sequence (`copy_slots` false)."""
+def plan_resume(slot: Slot, states: StateCache, keys: list[str], target: list[int], recurrent: bool) -> Resume:
+    """The longest prefix of `target` the slot can start from: what it holds, or a snapshot. Recurrent and
+    hybrid models (qwen35moe) cannot cut their state back, so for them only exact prefixes count. (Each
+    sequence has a KV stream of its own, and llama.cpp copies only whole streams between them, so a slot
+    never starts from another live slot's cells.)"""
     own = common_prefix(slot.tokens, target)
     if recurrent and own != len(slot.tokens):
         own = 0
     best = Resume("own", own)
-    if copy_slots and not recurrent:
-        for other in slots:
-            if other is not slot:
-                shared = common_prefix(other.tokens, target)
-                if shared > best.shared:
-                    best = Resume("slot", shared, other.seq_id)
     found = states.best(keys, target, exact=recurrent)
     if found is not None and found[2] > best.shared:
         best = Resume("snapshot", found[2], found[0])
