@@ -1,9 +1,11 @@
 """The local engine: a GGUF model run in-process by llama.cpp (CPU, CUDA or Metal).
 
-Only this package imports llama_cpp. The model is loaded on first use (or by `load()`), once, and every
-generation is serialized: one `Llama` object is not thread-safe. Its collaborators: prefix.py (state
-snapshots, so a call evaluates only its new tokens), grammar.py (schemas to checked grammars), thinking.py
-(reasoning before the answer), gguf.py (file checks, metadata), build.py (what the build can do).
+Only this package imports llama_cpp. The model is loaded on first use (or by `load()`), once. With one slot
+every generation is serialized (one `Llama` object is not thread-safe); with `slots` > 1 a decoder thread
+decodes up to that many calls together in one context (batch.py, batch_job.py, slots.py, loading.py). Its
+other collaborators: prefix.py (state snapshots, so a call evaluates only its new tokens), grammar.py
+(schemas to checked grammars), sampling.py (lazy grammar checks), thinking.py (reasoning before the answer),
+gguf.py (file checks, metadata), build.py (what the build can do).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mcp_sim.engines.llama.loading import is_recurrent, open_batched, warm_batch
 from mcp_sim.engines.llama.prefix import PrefixCache, memory_can_shift, plan_checkpoints
 from mcp_sim.engines.llama.sampling import LazyGrammarSampler, decode
 from mcp_sim.engines.llama.state_cache import StateCache
-from mcp_sim.engines.llama.thinking import THINK_OPEN, think
+from mcp_sim.engines.llama.thinking import opening_tokens, think
 from mcp_sim.errors import EngineError, ModelFileError
 
 __all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "read_metadata"]
@@ -242,9 +244,7 @@ class LlamaEngine:
 
     def _batch_job(self, request: GenerationRequest, tokens: list[int], stops: list[str], prompt_text: str) -> Job:
         grammar = self._grammar(request)
-        think_open = None
-        if request.think:  # some templates open the block themselves when thinking is on
-            think_open = [] if prompt_text.rstrip().endswith(THINK_OPEN) else self._encode(THINK_OPEN + "\n")
+        think_open = opening_tokens(prompt_text, self._encode) if request.think else None
         assert self._decoder is not None
         checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, self._decoder.recurrent)
         return Job(request, tokens, stops, None if grammar is None else grammar._grammar, checkpoints, self._codec,

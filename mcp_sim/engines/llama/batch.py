@@ -18,7 +18,13 @@ from typing import Any
 
 from mcp_sim.engines.base import Generation
 from mcp_sim.engines.llama.batch_job import Job
-from mcp_sim.engines.llama.prefix import conversation_key, load_sequence, save_sequence, shift_plan
+from mcp_sim.engines.llama.prefix import (
+    conversation_key,
+    load_sequence,
+    save_sequence,
+    shift_plan,
+    shift_sequence,
+)
 from mcp_sim.engines.llama.slots import Resume, Slot, choose_slot, plan_resume
 from mcp_sim.engines.llama.state_cache import StateCache
 from mcp_sim.errors import EngineError
@@ -167,8 +173,6 @@ class BatchDecoder:
     def _shift(self, slot: Slot, conversation: str, target: list[int]) -> bool:
         """Drop the span of the conversation's state that its prompt left out (its oldest turns) and shift
         what follows back, as the one-call engine does (prefix.py), instead of re-reading the history."""
-        import llama_cpp
-
         if not self.context_shift:
             return False
         snapshot = None if slot.owner == conversation else self.states.get(conversation)
@@ -182,14 +186,10 @@ class BatchDecoder:
             if not load_sequence(self._ctx.ctx, snapshot, slot.seq_id):
                 self._clear(slot)
                 return False
-        start, span, kept = plan
-        seq = slot.seq_id
-        llama_cpp.llama_memory_seq_rm(self._memory, seq, start + span + kept, -1)
-        llama_cpp.llama_memory_seq_rm(self._memory, seq, start, start + span)
-        llama_cpp.llama_memory_seq_add(self._memory, seq, start + span, start + span + kept, -span)
+        start, span, kept = shift_sequence(self._ctx.ctx, slot.seq_id, plan)
         slot.tokens = target[: start + kept]
         slot.owner = conversation
-        logger.info("context shift in slot %d: left out %d tokens at %d, kept %d", seq, span, start, kept)
+        logger.info("context shift in slot %d: left out %d tokens at %d, kept %d", slot.seq_id, span, start, kept)
         return True
 
     def _step(self) -> None:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp_sim.engines.base import Generation, GenerationRequest
-from mcp_sim.engines.llama.sampling import LazyGrammarSampler, cut_at_stop
+from mcp_sim.engines.llama.sampling import LazyGrammarSampler, cut_at_stop, hits_stop
 from mcp_sim.engines.llama.slots import Slot
-from mcp_sim.engines.llama.thinking import THINK_CLOSE
+from mcp_sim.engines.llama.thinking import THINK_CLOSE, closing_suffix, reasoning_of, thought_tail
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class Job:
         self._report(len(self.thought) + len(self.produced))
         if self.request.cancel.is_set():
             return self.finish("cancelled")
-        if any(stop in self.data.decode("utf-8", errors="ignore") for stop in self.stops):
+        if hits_stop(self.data, self.stops):
             return self.finish("stop")
         if len(self.produced) >= self.request.max_tokens:
             return self.finish("length")
@@ -119,8 +119,7 @@ class Job:
             return True
         self.thought.append(token)
         self._report(len(self.thought))
-        # A tail window is enough to see the closing tag or a stop string appear.
-        tail = self.codec.detokenize(self.thought[-8:], True).decode("utf-8", errors="ignore")
+        tail = thought_tail(self.thought, lambda tokens: self.codec.detokenize(tokens, True))
         if self.request.cancel.is_set():
             return self.finish("cancelled")
         if THINK_CLOSE in tail:
@@ -132,13 +131,10 @@ class Job:
         return True
 
     def _close_thought(self, closed: bool, last: list[int]) -> None:
-        """Feed the rest of the reasoning block, then answer under the grammar (the suffix as thinking.py
-        writes it, so both engines give the model the same text)."""
+        """Feed the rest of the reasoning block, then answer under the grammar."""
         self.thinking = False
-        text = self._thought_text()
-        suffix = "\n\n" if closed else ("" if text.endswith("\n") else "\n") + THINK_CLOSE + "\n\n"
         # Sampling happens only once everything pending was fed, so `pending` holds what the start left.
-        self.pending = self.pending + last + self.codec.encode(suffix)
+        self.pending = self.pending + last + self.codec.encode(closing_suffix(self._thought_text(), closed))
         if self.sampler is not None:
             self.sampler.close()
         self.sampler = self.codec.sampler(self.request, self.grammar_text)
@@ -156,7 +152,7 @@ class Job:
         self._close_sampler()
         reasoning = None
         if self.think_open is not None:
-            reasoning = self._thought_text().split(THINK_CLOSE, 1)[0].strip()
+            reasoning = reasoning_of(self._thought_text())
             logger.debug("reasoning (%d tokens): %s", len(self.thought), reasoning)
         result = Generation(text=cut_at_stop(self.data.decode("utf-8", errors="ignore"), self.stops),
                             prompt_tokens=len(self.prompt), completion_tokens=len(self.thought) + len(self.produced),

@@ -3,7 +3,6 @@ wrapper (which makes a context of one sequence). The one-call path uses `llama_c
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -60,5 +59,5 @@ def warm_batched(decoder: BatchDecoder, tokens: list[int], codec: Codec) -> None
     key = system_key(tokens)
     if key in decoder.states:
         return
-    request = GenerationRequest(messages=[], max_tokens=0, cancel=threading.Event())
+    request = GenerationRequest(messages=[], max_tokens=0)
     decoder.run(Job(request, tokens, [], None, [(len(tokens), key)], codec, samples=False))

@@ -118,11 +118,7 @@ class PrefixCache:
             return False
         if snapshot is not None:
             self.restore(snapshot)
-        start, span, kept = plan
-        memory = self._llama._ctx
-        memory.kv_cache_seq_rm(-1, start + span + kept, -1)
-        memory.kv_cache_seq_rm(-1, start, start + span)
-        memory.kv_cache_seq_shift(0, start + span, start + span + kept, -span)
+        start, span, kept = shift_sequence(self._llama._ctx.ctx, 0, plan)
         self._llama.input_ids[start: start + kept] = target[start: start + kept]
         self._set_evaluated(start + kept)
         logger.info("context shift: left out %d tokens at %d, kept %d", span, start, kept)
@@ -226,6 +222,19 @@ def shift_plan(current: list[int], target: list[int]) -> tuple[int, int, int] | 
         return None
     kept = common_prefix(current[at:], target[start:])
     return (start, at - start, kept) if kept >= MIN_SHIFT_KEPT else None
+
+
+def shift_sequence(ctx: Any, seq_id: int, plan: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Carry out a shift_plan on sequence `seq_id` of a llama context: drop what follows the kept run, drop
+    the span, and move the kept run back over it. Returns the plan."""
+    import llama_cpp
+
+    start, span, kept = plan
+    memory = llama_cpp.llama_get_memory(ctx)
+    llama_cpp.llama_memory_seq_rm(memory, seq_id, start + span + kept, -1)
+    llama_cpp.llama_memory_seq_rm(memory, seq_id, start, start + span)
+    llama_cpp.llama_memory_seq_add(memory, seq_id, start + span, start + span + kept, -span)
+    return plan
 
 
 def _find(haystack: list[int], needle: list[int], begin: int) -> int:

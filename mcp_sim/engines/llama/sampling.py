@@ -189,7 +189,7 @@ def decode(llama: Any, prompt: list[int], stops: list[str], grammar_text: str | 
             if request.cancel.is_set():
                 finish = "cancelled"
                 break
-            if any(stop in data.decode("utf-8", errors="ignore") for stop in stops):
+            if hits_stop(data, stops):
                 finish = "stop"
                 break
             if len(produced) < request.max_tokens:
@@ -208,6 +208,12 @@ def _evaluate_prompt(llama: Any, prompt: list[int]) -> None:
         shared = 0
     llama.n_tokens = shared
     llama.eval(prompt[shared:])
+
+
+def hits_stop(data: bytes | bytearray, stops: list[str]) -> bool:
+    """Whether the answer so far (raw bytes: a character may still be incomplete) contains a stop string."""
+    text = data.decode("utf-8", errors="ignore")
+    return any(stop in text for stop in stops)
 
 
 def cut_at_stop(text: str, stops: list[str]) -> str:

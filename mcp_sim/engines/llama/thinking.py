@@ -29,9 +29,7 @@ def think(llama: Any, prompt: list[int], prompt_text: str, stops: list[str], req
     prompt that comes back ends with a closed think block, ready for the grammar-constrained phase."""
     import llama_cpp
 
-    # Some templates open the block themselves when thinking is on; otherwise we do.
-    opened = prompt_text.rstrip().endswith(THINK_OPEN)
-    prefix = prompt + ([] if opened else encode(THINK_OPEN + "\n"))
+    prefix = prompt + opening_tokens(prompt_text, encode)
     generated: list[int] = []
     closed = cancelled = False
     if request.think_budget > 0:
@@ -46,8 +44,7 @@ def think(llama: Any, prompt: list[int], prompt_text: str, stops: list[str], req
                 generated.append(token)
                 if request.on_token is not None:
                     request.on_token(len(generated))
-                # A tail window is enough to see the closing tag or a stop string appear.
-                tail = llama.detokenize(generated[-8:], special=True).decode("utf-8", errors="ignore")
+                tail = thought_tail(generated, lambda tokens: llama.detokenize(tokens, special=True))
                 if THINK_CLOSE in tail:
                     closed = True
                     break
@@ -59,10 +56,33 @@ def think(llama: Any, prompt: list[int], prompt_text: str, stops: list[str], req
         finally:
             tokens.close()
     text = llama.detokenize(generated, special=True).decode("utf-8", errors="replace")
-    reasoning = text.split(THINK_CLOSE, 1)[0].strip()
+    reasoning = reasoning_of(text)
     logger.debug("reasoning (%d tokens, %s): %s", len(generated), "closed" if closed else "budget or end",
                  reasoning)
     # Extending the evaluated tokens (never re-tokenizing them) keeps the cache valid, which matters
     # for recurrent models (qwen35moe) whose state cannot be rolled back to a shorter prefix.
-    suffix = "\n\n" if closed else ("" if text.endswith("\n") else "\n") + THINK_CLOSE + "\n\n"
-    return Thought(prefix + generated + encode(suffix), reasoning, len(generated), cancelled)
+    return Thought(prefix + generated + encode(closing_suffix(text, closed)), reasoning, len(generated), cancelled)
+
+
+# Both engines (this one-call path and batch_job.py) build the reasoning block with these, so the model sees
+# the same text either way.
+
+def opening_tokens(prompt_text: str, encode: Callable[[str], list[int]]) -> list[int]:
+    """What opens the reasoning block after the prompt: nothing when the template opened it already (some
+    do when thinking is on), else <think> and a newline."""
+    return [] if prompt_text.rstrip().endswith(THINK_OPEN) else encode(THINK_OPEN + "\n")
+
+
+def thought_tail(tokens: list[int], detokenize: Callable[[list[int]], bytes]) -> str:
+    """The last few tokens of the reasoning as text: enough to see the closing tag or a stop string appear."""
+    return detokenize(tokens[-8:]).decode("utf-8", errors="ignore")
+
+
+def closing_suffix(text: str, closed: bool) -> str:
+    """What follows the reasoning `text` before the answer: the model closed the block itself, or we close it."""
+    return "\n\n" if closed else ("" if text.endswith("\n") else "\n") + THINK_CLOSE + "\n\n"
+
+
+def reasoning_of(text: str) -> str:
+    """The reasoning proper: the text before the closing tag."""
+    return text.split(THINK_CLOSE, 1)[0].strip()
