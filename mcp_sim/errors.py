@@ -7,6 +7,11 @@ class McpSimError(Exception):
     """Base class: the message says what went wrong and how to fix it."""
 
 
+def parse_failure(exc: Exception) -> str:
+    """Why a JSON document could not be read, in words: a RecursionError (nesting past the stack) has none."""
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+
+
 class SpecError(McpSimError):
     """One or more tool spec files are invalid; every problem is listed."""
 

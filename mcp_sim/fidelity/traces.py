@@ -12,7 +12,7 @@ from typing import IO, Any
 
 import pydantic
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.errors import McpSimError, parse_failure
 
 REDACTED = "[REDACTED]"
 # What a record holds: a tool call (every record before resources were recorded), a resource read (`tool`
@@ -99,7 +99,7 @@ def _parse_line(line: str, where: str) -> TraceRecord:
     try:
         data = json.loads(line)
     except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, and integers past 4300 digits
-        raise TraceError(f"{where}: not a trace record ({_reason(exc)}); expected one JSON object per line as "
+        raise TraceError(f"{where}: not a trace record ({parse_failure(exc)}); expected one JSON object per line as "
                          "written by `mcp-sim record`") from None
     try:
         record = _RECORD.validate_python(data)
@@ -111,10 +111,6 @@ def _parse_line(line: str, where: str) -> TraceRecord:
     if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
         raise TraceError(f"{where}: result.content must be a list of content blocks (JSON objects)")
     return record
-
-
-def _reason(exc: Exception) -> str:
-    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
 def sessions(records: Iterable[TraceRecord]) -> dict[str, list[TraceRecord]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.errors import McpSimError, parse_failure
 from mcp_sim.specs import load_catalog
 
 CONFIG_NAME = "claude_desktop_config.json"
@@ -96,9 +96,8 @@ def read_config(config: Path) -> dict[str, Any]:
                                        f"{exc.msg}); fix or move the file, then run this again. "
                                        "Nothing was written.") from None
     except (ValueError, RecursionError) as exc:  # integers past 4300 digits, nesting past the stack
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise ClaudeDesktopConfigError(f"{config}: not a usable JSON config ({reason}); fix or move the file, "
-                                       "then run this again. Nothing was written.") from None
+        raise ClaudeDesktopConfigError(f"{config}: not a usable JSON config ({parse_failure(exc)}); fix or move "
+                                       "the file, then run this again. Nothing was written.") from None
     if not isinstance(current, dict):
         raise ClaudeDesktopConfigError(f"{config}: expected a JSON object at the top, got {type(current).__name__}; "
                                        "nothing was written")
