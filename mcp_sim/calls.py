@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from mcp_sim.prompt import Turn
 from mcp_sim.specs import ToolSpec
+from mcp_sim.state.live import LiveData
+from mcp_sim.state.plan import StatePlan
 from mcp_sim.worlds.world import World
 
 META_KEY = "mcp-sim/simulation"
@@ -51,6 +53,11 @@ class Call:
     # How many turns of this spec file the world held before this call, also those left out of prompts:
     # `world.turns[source][:turns_before]` is the whole history this call was answered after.
     turns_before: int = 0
+    # The live data of this spec file in this world, and what it says about this call (x-sim.state).
+    live: LiveData | None = None
+    state: StatePlan | None = None
+    # The live data's digest before this call (part of its response-cache key).
+    state_digest: str | None = None
 
 
 class AnswerSource(Protocol):

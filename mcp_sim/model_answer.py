@@ -15,8 +15,9 @@ from mcp_sim import defaults
 from mcp_sim.calls import Call, SimulationResult
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
 from mcp_sim.grammar_schema import prepare_for_grammar
-from mcp_sim.prompt import build_messages, error_schema, extract_observation, parse_error, render_error
+from mcp_sim.prompt import Turn, build_messages, error_schema, extract_observation, parse_error, render_error
 from mcp_sim.specs import ToolSpec, validation_error
+from mcp_sim.state.pins import Pins, apply_pins, pin_schema
 from mcp_sim.worlds import Worlds
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,11 @@ class ModelAnswerer:
         tool, world, source = call.tool, call.world, call.source
         opts = self.options
         schema, key = self.grammar_schema(tool) if tool.output_schema is not None else (None, None)
+        pins = call.state.pins if call.state is not None else {}
+        if schema is not None and pins:
+            # The live state fixes these values: the grammar admits only them, the model writes the rest.
+            schema = pin_schema(schema, pins)
+            key = f"{key}:pinned:{hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]}"
         request = GenerationRequest(
             messages=messages, max_tokens=opts.max_tokens, json_schema=schema, schema_key=key,
             # Each retry samples differently: a new seed and a little more temperature.
@@ -151,9 +157,10 @@ class ModelAnswerer:
             if message is not None:
                 return _Attempt(None, message, None, generation, tool_error=True)
             return _Attempt(None, text, problem, generation)
-        return self._check_structured(tool.output_schema, text, generation)
+        return self._check_structured(tool.output_schema, text, generation, pins)
 
-    def _check_structured(self, schema: dict[str, Any], text: str, generation: Generation) -> _Attempt:
+    def _check_structured(self, schema: dict[str, Any], text: str, generation: Generation,
+                          pins: Pins | None = None) -> _Attempt:
         if generation.finish_reason == "length":
             return _Attempt(None, text, f"the answer was cut off at {generation.completion_tokens} tokens",
                             generation)
@@ -163,6 +170,9 @@ class ModelAnswerer:
             return _Attempt(None, text, f"the answer is not JSON ({exc.msg})", generation)
         if not isinstance(value, dict):
             return _Attempt(None, text, "the answer is not a JSON object", generation)
+        if pins and parse_error(value, structured=True) is None:
+            # Also where the engine enforced no grammar (or only part of it): the state's values win.
+            value = apply_pins(value, pins)
         problem = validation_error(value, schema)
         if problem is not None and self.options.simulate_errors:
             message = parse_error(value, structured=True)
@@ -192,17 +202,22 @@ class ModelAnswerer:
         system, history, action, world = call.system, list(call.history), call.action, call.world
         limit = self.engine.context_size - self.options.max_tokens - self._think_budget()
         style = self.options.prompt_style
-        messages = build_messages(system, history, action, style)
+        note = call.state.note if call.state is not None else None
+
+        def compose(turns: list[Turn]) -> list[ChatMessage]:
+            return _with_note(build_messages(system, turns, action, style), note)
+
+        messages = compose(history)
         size = self.engine.count_tokens(messages)
         if not history or size <= limit:
             return messages, 0
-        room = limit - self.engine.count_tokens(build_messages(system, [], action, style))
+        room = limit - self.engine.count_tokens(compose([]))
         target = limit - int(max(room, 0) * self.drop_fraction)
         dropped = 0
         while history and size > target:
             history.pop(0)
             dropped += 1
-            messages = build_messages(system, history, action, style)
+            messages = compose(history)
             size = self.engine.count_tokens(messages)
         self.worlds.leave_out_oldest(world, call.source, dropped)
         logger.warning("world %s: left the %d oldest turn(s) of %s out of the prompt to fit the %d-token "
@@ -211,3 +226,12 @@ class ModelAnswerer:
 
     def _think_budget(self) -> int:
         return self.options.think_budget if self.options.think else 0
+
+
+def _with_note(messages: list[ChatMessage], note: str | None) -> list[ChatMessage]:
+    """The records this call touches, after the call in this prompt only (the history keeps the bare call,
+    so the prompts of later calls still extend this one's)."""
+    if not note:
+        return messages
+    last = messages[-1]
+    return [*messages[:-1], ChatMessage(last.role, f"{last.content}\n\n{note}")]

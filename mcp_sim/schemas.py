@@ -141,6 +141,22 @@ def validate_instance(instance: Any, schema: Any, where: str, problems: list[str
         problems.append(f"{where}: {message}")
 
 
+def invalid_places(instance: Any, schema: dict[str, Any]) -> set[str]:
+    """JSON pointers of the values of INSTANCE that break SCHEMA (missing properties aside)."""
+    validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator = validator_cls(schema, registry=METASCHEMAS, format_checker=validator_cls.FORMAT_CHECKER)
+        errors = list(validator.iter_errors(instance))
+    except (jsonschema.exceptions.SchemaError, Unresolvable):
+        return set()
+    places = set()
+    for error in errors:
+        for inner in [error, *(error.context or [])]:
+            if inner.validator != "required":
+                places.add("/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in inner.absolute_path))
+    return places
+
+
 def validation_error(instance: Any, schema: dict[str, Any]) -> str | None:
     """The first validation problem as one readable line, or None when the instance is valid."""
     validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)

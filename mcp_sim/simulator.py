@@ -17,9 +17,12 @@ from mcp_sim.deadline import deadline, timed_out
 from mcp_sim.engines.base import Engine
 from mcp_sim.errors import McpSimError
 from mcp_sim.model_answer import ModelAnswerer
-from mcp_sim.prompt import Turn, render_action, system_prompt
+from mcp_sim.prompt import Turn, render_action, render_error, system_prompt
 from mcp_sim.resource_reads import read_tool
 from mcp_sim.specs import Catalog, SpecSet, ToolSpec, validation_error
+from mcp_sim.state.book import StateBook
+from mcp_sim.state.live import LiveData
+from mcp_sim.state.plan import StatePlan
 from mcp_sim.worlds import DEFAULT_WORLD, World, Worlds
 from mcp_sim.worlds.world import WorldError
 
@@ -79,6 +82,8 @@ class Simulator:
         self.faults = faults
         self.replay_only = replay_only
         self.model = ModelAnswerer(engine, self.options, self.worlds)
+        # Each tool's effect on its world's live data (x-sim.state, or inferred from its name).
+        self.state = StateBook(catalog.spec_sets)
         self._tools = catalog.tools
         self._system_prompts: dict[tuple[str, str], str] = {}
 
@@ -150,10 +155,22 @@ class Simulator:
               on_progress: Callable[[int, int], None] | None, cancel: threading.Event | None) -> Call:
         spec_set = tool.spec_set
         assert spec_set is not None
-        return Call(tool, arguments, world, spec_set.source, world.calls + 1, render_action(tool.name, arguments),
+        call = Call(tool, arguments, world, spec_set.source, world.calls + 1, render_action(tool.name, arguments),
                     self.system_prompt(spec_set, world.scenario), world.history(spec_set.source),
                     self.options.seed, cancel or threading.Event(), on_progress,
                     len(world.turns.get(spec_set.source, [])))
+        if self.state.effect(tool.name) is not None:
+            call.live = self.live_data(world, spec_set)
+            call.state = self.state.plan(tool.name, arguments, call.live, world.name)
+            call.state_digest = call.live.digest()
+        return call
+
+    def live_data(self, world: World, spec_set: SpecSet) -> LiveData:
+        """The world's live data of SPEC_SET, seeded from its scenario's data on first use."""
+        live = world.live.get(spec_set.source)
+        if live is None:
+            live = world.live[spec_set.source] = LiveData(spec_set.world_state(world.scenario)[1])
+        return live
 
     def _answer(self, call: Call) -> tuple[SimulationResult, str]:
         """The answer and where it came from: a fault, a source, or the model."""
@@ -171,6 +188,8 @@ class Simulator:
             answer = source.answer(call)
             if answer is not None:
                 return answer, source.name
+        if call.state is not None and call.state.complete:
+            return _state_answer(call.tool, call.state), "state"
         if self.replay_only:
             return self._miss(call), "miss"
         return self.model.answer(call), "model"
@@ -190,12 +209,22 @@ class Simulator:
         """Record the answer in its world, stamp its metadata and hand it to the observers."""
         if result.observation is not None:
             call.world.calls += 1
+            change = self._commit_state(call, result)
+            if change is not None:
+                result.meta["state"] = change
             self.worlds.record(call.world, call.source, Turn(call.action, result.observation))
         result.meta = {META_KEY: {**base_meta, "source": source, "turn": call.number, **result.meta,
                                   "latency_ms": round((time.perf_counter() - started) * 1000, 1)}}
         for observer in self.observers:
             observer.observed(call, result, source)
         return result
+
+    def _commit_state(self, call: Call, result: SimulationResult) -> dict[str, Any] | None:
+        """Write what the answer says into the world's live data (recorded with the turn, in one transaction)."""
+        if call.state is None or call.live is None:
+            return None
+        change = self.state.commit(call.state, call.live, result.structured, result.text, result.is_error)
+        return None if change is None else change.to_json()
 
     def system_prompt(self, spec_set: SpecSet, scenario: str) -> str:
         prompt = self._system_prompts.get((spec_set.source, scenario))
@@ -204,3 +233,14 @@ class Simulator:
                                    scenario=scenario)
             self._system_prompts[(spec_set.source, scenario)] = prompt
         return prompt
+
+
+def _state_answer(tool: ToolSpec, step: StatePlan) -> SimulationResult:
+    """The answer the live state gives whole: a record, a list, or the tool's not-found failure."""
+    if step.is_error:
+        text = str(step.answer)
+        return SimulationResult(text, is_error=True, observation=render_error(text, tool.output_schema is not None))
+    if isinstance(step.answer, dict):
+        text = json.dumps(step.answer, ensure_ascii=False)
+        return SimulationResult(text, step.answer, observation=text)
+    return SimulationResult(str(step.answer), observation=str(step.answer))

@@ -25,6 +25,7 @@ from mcp_sim.schemas import (
     validate_instance,
     validation_error,
 )
+from mcp_sim.state.effect import StateEffect, parse_effect
 
 if TYPE_CHECKING:
     from mcp_sim.rehearsal.faults import FaultRule
@@ -38,7 +39,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-X_SIM_FIELDS = {"examples", "fixtures", "faults"}
+X_SIM_FIELDS = {"examples", "fixtures", "faults", "state"}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 
@@ -67,6 +68,8 @@ class ToolSpec:
     # Every MCP field as the spec wrote it (icons, _meta, execution included), without mcp-sim's x-sim.
     declared: dict[str, Any] = field(default_factory=dict, repr=False)
     faults: list[FaultRule] = field(default_factory=list)  # x-sim.faults: this tool's bad days
+    # x-sim.state: how the tool touches its world's live data (None: inferred from its name, or nothing).
+    state: StateEffect | None = None
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
@@ -262,12 +265,13 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
                                output_schema if output_ok else {}, problems)
     fixtures = _parse_fixtures(raw.get("x-sim"), ToolShape(name, input_schema, output_schema), label, problems)
     faults = _parse_faults(raw.get("x-sim"), name, f"{where}/x-sim/faults", problems)
+    state = _parse_state(raw.get("x-sim"), f"{label}/x-sim/state", problems)
     if len(problems) > before:
         return None
     assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
-                    examples=examples, fixtures=fixtures, faults=faults,
+                    examples=examples, fixtures=fixtures, faults=faults, state=state,
                     declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
@@ -289,7 +293,7 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
     if raw is None:
         return []
     if not isinstance(raw, dict) or set(raw) - X_SIM_FIELDS:
-        problems.append(f"{label}/x-sim: must be a mapping with 'examples', 'fixtures' and/or 'faults'")
+        problems.append(f"{label}/x-sim: must be a mapping with 'examples', 'fixtures', 'faults' and/or 'state'")
         return []
     raw_examples = raw.get("examples") or []
     if not isinstance(raw_examples, list):
@@ -324,6 +328,12 @@ def _parse_fixtures(raw: Any, tool: ToolShape, label: str, problems: list[str]) 
     fixtures, found = parse_fixtures(raw.get("fixtures"), tool, f"{label}/x-sim/fixtures")
     problems.extend(found)
     return fixtures
+
+
+def _parse_state(raw: Any, where: str, problems: list[str]) -> StateEffect | None:
+    if not isinstance(raw, dict) or "state" not in raw:
+        return None
+    return parse_effect(raw["state"], where, problems)
 
 
 def _parse_faults(raw: Any, name: str, where: str, problems: list[str]) -> list[FaultRule]:

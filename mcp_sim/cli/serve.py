@@ -24,6 +24,7 @@ from mcp_sim.cli.options import (
 )
 from mcp_sim.errors import McpSimError
 from mcp_sim.specs import load_catalog
+from mcp_sim.state.book import StateBook
 from mcp_sim.transports import HttpSecurity, http_security_options
 from mcp_sim.worlds.routing import SCOPES
 from mcp_sim.worlds.world import DEFAULT_WORLD
@@ -145,6 +146,7 @@ def check(specs: tuple[str, ...]) -> None:
         sys.exit(1)
     # Grammars are checked against the default model's vocabulary alone: nothing heavy is loaded.
     grammar_engine = LlamaEngine(_default_model_or_none())
+    effects = StateBook(catalog.spec_sets).describe()
     for spec_set in catalog.spec_sets:
         world = " (with world)" if spec_set.world_description or spec_set.world_data is not None else ""
         click.echo(f"{spec_set.source}: {len(spec_set.tools)} tool(s){world}")
@@ -157,6 +159,8 @@ def check(specs: tuple[str, ...]) -> None:
             flags = [k for k, v in (tool.annotations or {}).items() if v is True]
             examples = f", {len(tool.examples)} example(s)" if tool.examples else ""
             click.echo(f"  {tool.name}: {output}{examples}" + (f" [{', '.join(flags)}]" if flags else ""))
+            if tool.name in effects:
+                click.echo(f"    state: {effects[tool.name]}")
         if spec_set.surface:
             click.echo(f"  {surface_summary(spec_set.surface)}")
     click.echo(f"OK: {len(catalog.tools)} tool(s) in {len(catalog.spec_sets)} file(s)")

@@ -70,6 +70,10 @@ def show(name: str, url: str) -> None:
         click.echo(f"\n{source}")
         for number, turn in enumerate(turns, start=1):
             click.echo(f"  {number:>3}. {turn['action']}\n       -> {turn['observation']}")
+    for source, live in world.get("state", {}).items():
+        click.echo(f"\nlive state of {source}:\n{json.dumps(live['data'], indent=2, ensure_ascii=False)}")
+        for collection, keys in live.get("absent", {}).items():
+            click.echo(f"  known not to exist in {collection}: {', '.join(keys)}")
 
 
 @worlds.command("reset")

@@ -47,11 +47,15 @@ class CachedResult:
 
 def cache_key(*, model_hash: str, prompt_version: str, spec_digest: str,
               history: Sequence[tuple[str, str] | Turn], tool: str, arguments: dict[str, Any],
-              seed: int | None, options_digest: str) -> str:
-    """sha256 over everything that decides an answer: model, prompt, spec, the world's turns, call, seed."""
+              seed: int | None, options_digest: str, state: str | None = None) -> str:
+    """sha256 over everything that decides an answer: model, prompt, spec, the world's turns and live data,
+    call, seed. STATE (the live data's digest) is left out for tools without a state effect, whose keys then
+    stay those of caches recorded before live state."""
     document = {"format": KEY_FORMAT, "model": model_hash, "prompt": prompt_version, "spec": spec_digest,
                 "history": [_pair(turn) for turn in history], "tool": tool, "arguments": arguments,
                 "seed": seed, "options": options_digest}
+    if state is not None:
+        document["state"] = state
     return hashlib.sha256(canonical_json(document).encode()).hexdigest()
 
 

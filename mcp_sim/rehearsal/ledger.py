@@ -53,6 +53,8 @@ class LedgerEntry(pydantic.BaseModel):
     destructive: bool
     latency_ms: float | None = None
     source: str | None = None  # who made the call: "model", "fixture", ...
+    # What the call changed in the world's live data: {collection, op, key, before, after} (x-sim.state).
+    state: dict[str, Any] | None = None
     server: int = pydantic.Field(default_factory=os.getpid)
 
     @pydantic.field_validator("time")
@@ -98,13 +100,13 @@ class Ledger:
     def record(self, *, annotations: dict[str, Any] | None, world: str, tool: str, arguments: dict[str, Any],
                is_error: bool, result: str, structured: dict[str, Any] | None = None,
                faults: Iterable[str] = (), latency_ms: float | None = None,
-               source: str | None = None) -> LedgerEntry | None:
+               source: str | None = None, state: dict[str, Any] | None = None) -> LedgerEntry | None:
         """Append a completed call unless the tool is read-only; returns the entry written, if any."""
         if not writes_world(annotations):
             return None
         entry = LedgerEntry(world=world, tool=tool, arguments=arguments, is_error=is_error, result=result,
                             structured=structured, faults=list(faults), destructive=is_destructive(annotations),
-                            latency_ms=latency_ms, source=source)
+                            latency_ms=latency_ms, source=source, state=state)
         self.append(entry)
         return entry
 

@@ -26,7 +26,8 @@ class LedgerRecorder:
             self.ledger.record(annotations=call.tool.annotations, world=call.world.name, tool=call.tool.name,
                                arguments=call.arguments, is_error=result.is_error, result=_clipped(result.text),
                                structured=result.structured, faults=applied_faults(simulation),
-                               latency_ms=simulation.get("latency_ms"), source=source)
+                               latency_ms=simulation.get("latency_ms"), source=source,
+                               state=simulation.get("state"))
         except LedgerError as exc:  # the call itself succeeded; a lost entry is loud, not fatal to the agent
             logger.error("ledger entry for %s lost: %s", call.tool.name, exc)
 

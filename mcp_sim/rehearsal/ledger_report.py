@@ -68,9 +68,20 @@ def _row(entry: LedgerEntry) -> str:
     cells = [escape(entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"),
              f"<code>{escape(entry.tool)}</code> {badge}",
              f"<pre>{escape(json.dumps(entry.arguments, indent=1, ensure_ascii=False))}</pre>",
-             f"{outcome}<pre>{escape(result)}</pre>", faults, latency]
+             f"{outcome}<pre>{escape(result)}</pre>{_state_change(entry)}", faults, latency]
     tds = "".join(f'<td class="{name}">{cell}</td>' for name, cell in zip(_COLUMNS, cells, strict=True))
     return f'<tr class="call {outcome}" data-tool="{escape(entry.tool)}">{tds}</tr>'
+
+
+def _state_change(entry: LedgerEntry) -> str:
+    """What the call changed in the world's live data, before and after."""
+    if not entry.state:
+        return ""
+    change = entry.state
+    title = f"{change.get('op')} {change.get('collection')} {change.get('key')}"
+    sides = "".join(f'<div class="{side}"><b>{side}</b><pre>{escape(json.dumps(change.get(side), indent=1))}</pre></div>'
+                    for side in ("before", "after"))
+    return f'<details class="state"><summary>state: {escape(title)}</summary>{sides}</details>'
 
 
 def _chart_svg(entries: Sequence[LedgerEntry], worlds: list[str]) -> str:

@@ -114,7 +114,8 @@ class CacheKeys:
         history = call.world.turns.get(call.source, [])[:call.turns_before]
         return cache_key(model_hash=self.model_hash, prompt_version=self.prompt_version,
                          spec_digest=json_digest(call.system), history=history, tool=call.tool.name,
-                         arguments=call.arguments, seed=call.seed, options_digest=self.options_digest)
+                         arguments=call.arguments, seed=call.seed, options_digest=self.options_digest,
+                         state=call.state_digest)
 
 
 # Options that never change a stored answer: leaving them out keeps the keys of caches recorded before them.

@@ -64,7 +64,8 @@ class Worlds:
                            self.max_worlds, evicted)
 
     def record(self, world: World, source: str, turn: Turn) -> None:
-        """Add an answered call to the world's history; stored before the result is sent."""
+        """Add an answered call to the world's history; stored before the result is sent, in one transaction
+        with the source's live data as the call left it."""
         world.turns.setdefault(source, []).append(turn)
         self.store.append(world, source, turn)
 
@@ -80,6 +81,7 @@ class Worlds:
         with world.lock:
             world.turns.clear()
             world.dropped.clear()
+            world.live.clear()
             world.calls = 0
             world.forked_from = None
             self.store.save(world)
@@ -93,7 +95,8 @@ class Worlds:
             if self.find(new_name) is not None:
                 raise WorldError(f"world {new_name!r} exists already: fork to a new name, or reset it first")
             fork = World(new_name, source.scenario, turns=copy.deepcopy(source.turns), dropped=dict(source.dropped),
-                         calls=source.calls, forked_from=source.name)
+                         calls=source.calls, forked_from=source.name,
+                         live={name: live.copy() for name, live in source.live.items()})
         self.store.save(fork)
         with self._lock:
             self._remember(fork)
@@ -129,10 +132,11 @@ class Worlds:
                 "created": world.created}
 
     def export(self, world: World) -> dict[str, Any]:
-        """The world as data: its summary and every call answered in it, per spec file."""
+        """The world as data: its summary, every call answered in it and its live data, per spec file."""
         history = {source: [{"action": turn.action, "observation": turn.observation} for turn in turns]
                    for source, turns in world.turns.items()}
-        return {**self.summary(world), "history": history}
+        state = {source: live.to_json() for source, live in world.live.items()}
+        return {**self.summary(world), "history": history, "state": state}
 
     def close(self) -> None:
         self.store.close()

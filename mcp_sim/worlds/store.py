@@ -16,15 +16,18 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from mcp_sim.prompt import Turn
+from mcp_sim.state.live import LiveData
 from mcp_sim.worlds.world import World, WorldError
 
-SCHEMA_VERSION = 1
+# 2 adds the live data of each world's spec files (x-sim.state); a version-1 file gains the table on open.
+SCHEMA_VERSION = 2
 # PRAGMA application_id: tells our database from any other SQLite file ("MSIW").
 APPLICATION_ID = 0x4D534957
 DATABASE_NAME = "worlds.sqlite3"
 T = TypeVar("T")
 COLUMNS = {"worlds": ["name", "scenario", "calls", "dropped", "forked_from", "created", "used"],
-           "turns": ["world", "source", "seq", "action", "observation"]}
+           "turns": ["world", "source", "seq", "action", "observation"],
+           "live": ["world", "source", "state"]}
 
 
 class WorldStore(Protocol):
@@ -35,7 +38,8 @@ class WorldStore(Protocol):
         ...
 
     def append(self, world: World, source: str, turn: Turn) -> None:
-        """Write one answered call, durably, before it is reported as answered."""
+        """Write one answered call and the live data of SOURCE as it left it, in one transaction, durably,
+        before it is reported as answered."""
         ...
 
     def delete(self, name: str) -> None: ...
@@ -99,9 +103,11 @@ class SqliteStore:
             CREATE TABLE IF NOT EXISTS turns (
                 world TEXT NOT NULL, source TEXT NOT NULL, seq INTEGER NOT NULL, action TEXT NOT NULL,
                 observation TEXT NOT NULL, PRIMARY KEY (world, source, seq));
+            CREATE TABLE IF NOT EXISTS live (
+                world TEXT NOT NULL, source TEXT NOT NULL, state TEXT NOT NULL, PRIMARY KEY (world, source));
         """)
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, 1, SCHEMA_VERSION):
             raise sqlite3.DatabaseError(f"its schema version {version} is not {SCHEMA_VERSION}")
         for table, columns in COLUMNS.items():  # CREATE IF NOT EXISTS leaves a same-named table as it was
             found = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
@@ -134,6 +140,8 @@ class SqliteStore:
                     "SELECT source, action, observation FROM turns WHERE world=? ORDER BY source, seq", (name,)):
                 turn = Turn(_typed(action, str), _typed(observation, str))
                 world.turns.setdefault(_typed(source, str), []).append(turn)
+            for source, state in self._db.execute("SELECT source, state FROM live WHERE world=?", (name,)):
+                world.live[_typed(source, str)] = LiveData.from_json(json.loads(_typed(state, str)))
         return world
 
     def save(self, world: World) -> None:
@@ -144,12 +152,21 @@ class SqliteStore:
                 "INSERT INTO turns VALUES (?, ?, ?, ?, ?)",
                 [(world.name, source, seq, turn.action, turn.observation)
                  for source, turns in world.turns.items() for seq, turn in enumerate(turns)])
+            self._db.execute("DELETE FROM live WHERE world=?", (world.name,))
+            for source in world.live:
+                self._save_live(world, source)
 
     def append(self, world: World, source: str, turn: Turn) -> None:
         with self._using(), self._db:
             self._save(world)
             self._db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?)",
                              (world.name, source, len(world.turns[source]) - 1, turn.action, turn.observation))
+            if source in world.live:
+                self._save_live(world, source)
+
+    def _save_live(self, world: World, source: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO live VALUES (?, ?, ?)",
+                         (world.name, source, json.dumps(world.live[source].to_json(), ensure_ascii=False)))
 
     def _save(self, world: World) -> None:
         self._db.execute("INSERT OR REPLACE INTO worlds VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -159,6 +176,7 @@ class SqliteStore:
     def delete(self, name: str) -> None:
         with self._using(), self._db:
             self._db.execute("DELETE FROM turns WHERE world=?", (name,))
+            self._db.execute("DELETE FROM live WHERE world=?", (name,))
             self._db.execute("DELETE FROM worlds WHERE name=?", (name,))
 
     def names(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""One world: a scenario and the history of every call answered in it, per spec file."""
+"""One world: a scenario, the history of every call answered in it and its live data, per spec file."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from mcp_sim.errors import McpSimError
 from mcp_sim.prompt import Turn
 from mcp_sim.scenarios import DEFAULT_SCENARIO
+from mcp_sim.state.live import LiveData
 
 DEFAULT_WORLD = "default"
 MAX_NAME_LENGTH = 128
@@ -41,6 +42,8 @@ class World:
     # Per spec file, how many of the oldest turns no longer fit the context and are left out of prompts.
     dropped: dict[str, int] = field(default_factory=dict)
     calls: int = 0
+    # Per spec file, its live data (x-sim.state): seeded from the scenario on first use, then changed by calls.
+    live: dict[str, LiveData] = field(default_factory=dict)
     # The world this one was forked from: its model state is a prefix of this world's prompts.
     forked_from: str | None = None
     created: float = field(default_factory=time.time)

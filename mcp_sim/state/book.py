@@ -1,0 +1,101 @@
+"""Every tool's effect, made concrete once for a catalog, and the live data of each world it plans against.
+
+The book knows tools only by the few fields it reads (the `Tool` protocol), so the spec layer above can
+hand it its own objects without this package importing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Protocol
+
+from mcp_sim.state.effect import StateEffect
+from mcp_sim.state.infer import infer_effects
+from mcp_sim.state.layout import Layout, describe, resolve
+from mcp_sim.state.live import LiveData
+from mcp_sim.state.pins import get_pointer
+from mcp_sim.state.plan import StateChange, StatePlan, commit, plan
+
+
+class Example(Protocol):
+    arguments: dict[str, Any]
+    result: Any
+    is_error: bool
+
+
+class Tool(Protocol):
+    name: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    state: StateEffect | None
+    examples: list[Any]
+
+
+class ToolGroup(Protocol):
+    """One spec file: its tools and its seed data."""
+
+    source: str
+    world_data: Any
+
+    @property
+    def tools(self) -> list[Any]: ...
+
+
+class StateBook:
+    def __init__(self, groups: Iterable[ToolGroup]):
+        self._layouts: dict[str, Layout] = {}
+        self._tools: dict[str, Tool] = {}
+        for group in groups:
+            undeclared = [(tool.name, tool.output_schema) for tool in group.tools if tool.state is None]
+            inferred = infer_effects(undeclared, group.world_data)
+            effects = {tool.name: tool.state or inferred.get(tool.name) for tool in group.tools}
+            keys: dict[str, str] = {}  # collection -> its key, as the tools that name a record by an argument show it
+            for rounds in range(2):
+                for tool in group.tools:
+                    effect = effects[tool.name]
+                    if effect is None or effect.op == "none":
+                        continue
+                    if rounds and tool.state is None and effect.collection in keys:
+                        effect = replace(effect, key=keys[effect.collection])
+                    records = LiveData(group.world_data).records(effect.collection, effect.key)
+                    layout = resolve(effect, tool.input_schema, tool.output_schema, records)
+                    if layout.argument is not None:
+                        keys.setdefault(effect.collection, layout.key)
+                    self._layouts[tool.name] = layout
+                    self._tools[tool.name] = tool
+
+    def effect(self, tool: str) -> StateEffect | None:
+        layout = self._layouts.get(tool)
+        return None if layout is None else layout.effect
+
+    def effects(self) -> dict[str, StateEffect]:
+        return {name: layout.effect for name, layout in self._layouts.items()}
+
+    def describe(self) -> dict[str, str]:
+        """Each tool's effect as it is applied, in words."""
+        return {name: describe(layout) for name, layout in self._layouts.items()}
+
+    def plan(self, tool: str, arguments: dict[str, Any], live: LiveData, world: str) -> StatePlan | None:
+        """What LIVE says about this call (None: the tool has no effect, or the state has nothing to say)."""
+        layout = self._layouts.get(tool)
+        if layout is None:
+            return None
+        spec = self._tools[tool]
+        errors = [(e.arguments, str(e.result)) for e in spec.examples if e.is_error]
+        seen = [_example_key(layout, e) for e in spec.examples if not e.is_error]
+        return plan(layout, live, arguments, spec.output_schema, error_texts=errors,
+                    seen_keys=[key for key in seen if key is not None], world=world)
+
+    @staticmethod
+    def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error: bool) -> StateChange | None:
+        return commit(step, live, structured, text, is_error)
+
+
+def _example_key(layout: Layout, example: Example) -> Any:
+    """The key a demonstration's answer shows, so a collection that starts empty continues its pattern."""
+    result = example.result
+    if not isinstance(result, dict) or layout.record_at is None:
+        return None
+    record = get_pointer(result, layout.record_at)
+    return record.get(layout.key) if isinstance(record, dict) else None

@@ -1,0 +1,394 @@
+"""What the live state says about one call before anyone answers it, and what the answer changes after.
+
+`plan` reads the state: the record a call names, the records a list matches, the key a create gets. When
+the state says everything the output holds, the plan carries the whole answer and no model runs; else it
+carries pins (the values the model must write) and a note of the records touched, shown near the call.
+`commit` writes what the final answer says back into the state (from the model, a fixture, a cassette or
+the cache alike) and returns the change, for the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_sim.schemas import invalid_places, validation_error
+from mcp_sim.state.layout import Layout, escape, inline, properties, schema_at
+from mcp_sim.state.live import LiveData, same_key
+from mcp_sim.state.naming import singular
+from mcp_sim.state.pins import Pins, apply_pins, get_pointer
+
+# Root booleans an answer sets on success: `created` says whether the record is new, the others say yes.
+SUCCESS_FLAGS = ("created", "updated", "deleted", "removed", "success", "ok", "done")
+# Fields whose text a read of a text tool answers with.
+TEXT_FIELDS = ("content", "text", "body", "value", "data")
+
+
+@dataclass
+class StatePlan:
+    layout: Layout
+    key: Any = None
+    before: dict[str, Any] | None = None  # the record as it was
+    record: dict[str, Any] | None = None  # the record this call writes (create, update)
+    # The whole answer, when the state says it all: a structured value, or text; `is_error` for not-found.
+    answer: Any = None
+    complete: bool = False
+    is_error: bool = False
+    pins: Pins = field(default_factory=dict)
+    note: str | None = None
+    # The keys a list answer shows, in order (its records learn the fields the model writes for them).
+    listed: list[Any] = field(default_factory=list)
+    # The record lacks no field the output shows: the pins may be the whole answer.
+    whole: bool = False
+
+    @property
+    def op(self) -> str:
+        return self.layout.effect.op
+
+
+@dataclass(frozen=True)
+class StateChange:
+    collection: str
+    op: str
+    key: Any
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"collection": self.collection, "op": self.op, "key": self.key, "before": self.before,
+                "after": self.after}
+
+
+def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
+         *, error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str) -> StatePlan | None:
+    """The plan for one call, or None when the state has nothing to say about it (a read with no key)."""
+    step = _plan(layout, live, arguments, output_schema, error_texts, seen_keys, world)
+    if step is None or output_schema is None or step.complete:
+        return step
+    step.pins = _fitting({**_echoes(arguments, output_schema, step.pins), **step.pins}, output_schema)
+    if step.whole:
+        answer = apply_pins({}, step.pins)
+        if validation_error(answer, output_schema) is None and _covers(answer, output_schema):
+            step.answer, step.complete = ordered(answer, inline(output_schema)), True
+    return step
+
+
+def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
+          error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str) -> StatePlan | None:
+    op = layout.effect.op
+    if op == "list":
+        return _plan_list(layout, live, arguments, output_schema)
+    if op == "create":
+        key = arguments.get(layout.argument) if layout.argument else None
+        if key is None:
+            key = live.next_key(layout.effect.collection, layout.key, layout.effect.new_key, seen_keys, world)
+            if properties(layout.record_schema).get(layout.key, {}).get("type") == "string":
+                key = str(key)
+        return _plan_write(layout, live, arguments, output_schema, key, error_texts)
+    if op not in ("read", "update", "delete") or layout.argument is None or layout.argument not in arguments:
+        return None
+    key = arguments[layout.argument]
+    record = live.find(layout.effect.collection, layout.key, key)
+    if record is None and live.is_absent(layout.effect.collection, key):
+        return _not_found(layout, key, output_schema, error_texts)
+    if op == "read":
+        return _plan_read(layout, key, record, output_schema)
+    if op == "delete":
+        return _plan_delete(layout, key, record, output_schema)
+    return _plan_write(layout, live, arguments, output_schema, key, error_texts)
+
+
+def _plan_read(layout: Layout, key: Any, record: dict[str, Any] | None,
+               output_schema: dict[str, Any] | None) -> StatePlan:
+    step = StatePlan(layout, key=key, before=record)
+    if record is None:  # never seen: the model decides, under the key asked for
+        # Only a record at the output's root is sure to be there; a nested one may be left out (not found).
+        step.pins = _record_pins(layout, {layout.key: key}) if layout.record_at == "" else {}
+        step.note = (f"No record of {layout.effect.collection} with {layout.key} {json.dumps(key)} is known yet: "
+                     "answer as the world description says.")
+        return step
+    if output_schema is None:
+        text_field = layout.effect.text or next((name for name in TEXT_FIELDS if name in record), None)
+        if text_field is not None and text_field in record:
+            step.answer, step.complete = _as_text(record[text_field]), True
+        step.note = _note(layout, [record])
+        return step
+    step.pins = {**_record_pins(layout, _shown(layout, record, output_schema)), **_found(layout, True),
+                 **layout.effect.set}
+    step.whole = _lacks_nothing(layout, record)
+    step.note = _note(layout, [record])
+    return step
+
+
+def _plan_delete(layout: Layout, key: Any, record: dict[str, Any] | None,
+                 output_schema: dict[str, Any] | None) -> StatePlan:
+    step = StatePlan(layout, key=key, before=record)
+    step.note = _note(layout, [record]) if record else None
+    if output_schema is None:
+        return step
+    if record is None:  # never seen: the model decides whether it existed
+        step.pins = _record_pins(layout, _shown(layout, {layout.key: key}, output_schema))
+        return step
+    flags = {f"/{name}": True for name in SUCCESS_FLAGS if _root_boolean(output_schema, name)}
+    step.pins = {**flags, **_record_pins(layout, _shown(layout, record, output_schema)), **layout.effect.set}
+    step.whole = True
+    return step
+
+
+def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
+                key: Any, error_texts: list[tuple[dict[str, Any], str]]) -> StatePlan:
+    collection = layout.effect.collection
+    before = live.find(collection, layout.key, key)
+    written = {field: arguments[name] for name, field in layout.fields.items() if name in arguments}
+    if not layout.fields and not layout.record_schema and not live.records(collection, layout.key):
+        # Nothing says which fields a record has: keep every argument.
+        written = {name: value for name, value in arguments.items() if name != layout.argument}
+    kept = {name: value for name, value in (before or {}).items() if name not in layout.effect.fresh}
+    record = {layout.key: key, **kept, **layout.effect.values, **written}
+    record[layout.key] = key
+    step = StatePlan(layout, key=key, before=before, record=record)
+    step.note = _note(layout, [record])
+    if output_schema is None:
+        return step
+    flags = {f"/{name}": (before is None if name == "created" else True)
+             for name in SUCCESS_FLAGS if _root_boolean(output_schema, name) and name != "deleted"}
+    step.pins = {**flags, **_record_pins(layout, _shown(layout, record, output_schema)), **layout.effect.set}
+    step.whole = _lacks_nothing(layout, record)
+    return step
+
+
+def _plan_list(layout: Layout, live: LiveData, arguments: dict[str, Any],
+               output_schema: dict[str, Any] | None) -> StatePlan:
+    records = [r for r in live.records(layout.effect.collection, layout.key) if _matches(layout, r, arguments)]
+    total = len(records)
+    start = _offset(arguments.get(layout.cursor)) if layout.cursor else 0
+    limit = arguments.get(layout.limit) if layout.limit else None
+    bounds = [n for n in (limit, _max_items(output_schema, layout.record_at)) if isinstance(n, int) and n >= 0]
+    page = records[start:start + min(bounds)] if bounds else records[start:]
+    step = StatePlan(layout, listed=[r.get(layout.key) for r in page])
+    step.note = _note(layout, page, total=total)
+    if output_schema is None or layout.record_at is None:
+        return step
+    items = [_project(r, layout.record_schema) for r in page]
+    step.pins = {layout.record_at: items, **layout.effect.set}
+    if layout.total is not None:
+        step.pins[layout.total] = total
+    step.whole = all(_lacks_nothing(layout, item) for item in items)
+    return step
+
+
+def _not_found(layout: Layout, key: Any, output_schema: dict[str, Any] | None,
+               error_texts: list[tuple[dict[str, Any], str]]) -> StatePlan:
+    """The answer to a record the world has said does not exist: the output's found flag (or its success
+    flag, deleted: false) when it has one, else the tool's own failure text from its examples, else a plain
+    one."""
+    step = StatePlan(layout, key=key, complete=True)
+    flags = [f"/{name}" for name in SUCCESS_FLAGS if output_schema and _root_boolean(output_schema, name)]
+    # found: false; else the failure the tool's examples show; else deleted: false
+    said = [layout.found] if layout.found is not None else [] if _example_error(layout, key, error_texts) else flags
+    if output_schema is not None and said:
+        answer = apply_pins({}, dict.fromkeys(said, False))
+        if layout.record_at == "":
+            answer[layout.key] = key
+        answer = _nulls_for_required(answer, output_schema)
+        if validation_error(answer, output_schema) is None:
+            step.answer = ordered(answer, inline(output_schema))
+            return step
+    step.is_error = True
+    step.answer = _error_text(layout, key, error_texts)
+    return step
+
+
+def _error_text(layout: Layout, key: Any, error_texts: list[tuple[dict[str, Any], str]]) -> str:
+    return _example_error(layout, key, error_texts) or f"Error: {singular(layout.effect.collection)} {key} not found"
+
+
+def _example_error(layout: Layout, key: Any, error_texts: list[tuple[dict[str, Any], str]]) -> str | None:
+    """The tool's own not-found failure from its examples, about KEY."""
+    for arguments, text in error_texts:
+        example_key = arguments.get(layout.argument) if layout.argument else None
+        if example_key is not None and str(example_key) in text and "not" in text.lower():
+            return text.replace(str(example_key), str(key))
+    return None
+
+
+def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error: bool) -> StateChange | None:
+    """Write what the final answer says into LIVE; the change, or None when nothing changed."""
+    layout, collection = step.layout, step.layout.effect.collection
+    if step.op == "list":
+        _learn_listed(step, live, structured)
+        return None
+    if step.key is None:
+        return None
+    if is_error or _says_not_found(layout, structured):
+        if step.before is None and step.op != "create":
+            live.mark_absent(collection, step.key)
+        return None
+    if step.op == "delete":
+        live.remove(collection, layout.key, step.key)
+        return StateChange(collection, "delete", step.key, step.before, None)
+    answered = _answered_record(layout, structured)
+    if step.op == "read":
+        if step.before is not None and set(answered) <= set(step.before):
+            return None
+        after = {**answered, **(step.before or {}), layout.key: step.key}
+    else:
+        after = {**answered, **(step.record or {})}
+    live.put(collection, layout.key, after)
+    return StateChange(collection, step.op, step.key, step.before, after)
+
+
+def _answered_record(layout: Layout, structured: Any) -> dict[str, Any]:
+    if layout.record_at is None or not isinstance(structured, dict):
+        return {}
+    found = get_pointer(structured, layout.record_at)
+    if not isinstance(found, dict):
+        return {}
+    skip = {layout.found, layout.total, *layout.effect.set}
+    return {name: value for name, value in found.items()
+            if f"{layout.record_at}/{escape(name)}" not in skip
+            and not (layout.record_at == "" and name in SUCCESS_FLAGS)}
+
+
+def _learn_listed(step: StatePlan, live: LiveData, structured: Any) -> None:
+    layout = step.layout
+    items = get_pointer(structured, layout.record_at) if layout.record_at else None
+    if not isinstance(items, list):
+        return
+    for key, item in zip(step.listed, items, strict=False):  # a short answer teaches fewer
+        record = live.find(layout.effect.collection, layout.key, key)
+        if record is not None and isinstance(item, dict) and not set(item) <= set(record):
+            live.put(layout.effect.collection, layout.key, {**item, **record})
+
+
+def _says_not_found(layout: Layout, structured: Any) -> bool:
+    return layout.found is not None and isinstance(structured, dict) and get_pointer(structured, layout.found) is False
+
+
+def _record_pins(layout: Layout, record: dict[str, Any]) -> Pins:
+    if layout.record_at is None:
+        return {}
+    return {f"{layout.record_at}/{escape(name)}": value for name, value in record.items()}
+
+
+def _shown(layout: Layout, record: dict[str, Any], output_schema: dict[str, Any]) -> dict[str, Any]:
+    """The fields of RECORD the output can hold where the record sits."""
+    if layout.record_at is None:
+        return {}
+    node = schema_at(output_schema, layout.record_at) if layout.record_at else output_schema
+    return _project(record, node if properties(node) else layout.record_schema)
+
+
+def _project(record: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """RECORD cut down to the properties SCHEMA declares (all of it when the schema names none)."""
+    declared = properties(schema)
+    if not declared:
+        return dict(record)
+    return {name: value for name, value in record.items() if name in declared}
+
+
+def _found(layout: Layout, value: bool) -> Pins:
+    return {layout.found: value} if layout.found is not None else {}
+
+
+def _lacks_nothing(layout: Layout, record: dict[str, Any]) -> bool:
+    """RECORD holds every field the output shows of a record (else the model writes the rest); at the root
+    of the output, the found flag, the count and the success flags are not the record's."""
+    shown = set(properties(layout.record_schema))
+    if layout.record_at == "":
+        shown -= {*SUCCESS_FLAGS, *(p[1:] for p in (layout.found, layout.total, *layout.effect.set) if p)}
+    return shown <= set(record)
+
+
+def _fitting(pins: Pins, output_schema: dict[str, Any]) -> Pins:
+    """The pins whose value the output's schema admits where it goes: one that does not (seed data that
+    breaks the schema) is left to the model rather than make every answer fail."""
+    broken = invalid_places(apply_pins({}, pins), output_schema)
+    return {pointer: value for pointer, value in pins.items() if (pointer or "/") not in broken}
+
+
+def _echoes(arguments: dict[str, Any], output_schema: dict[str, Any], pins: Pins) -> Pins:
+    """Top-level output fields named like an argument repeat it (list_tickets' customer_id)."""
+    roots = properties(inline(output_schema))
+    echoes = {}
+    for name, value in arguments.items():
+        pointer = f"/{escape(name)}"
+        if name in roots and pointer not in pins and validation_error(value, roots[name]) is None:
+            echoes[pointer] = value
+    return echoes
+
+
+def ordered(value: Any, schema: Any) -> Any:
+    """VALUE with its object keys in the order SCHEMA declares them (as the model would write them)."""
+    if isinstance(value, list):
+        items = schema.get("items") if isinstance(schema, dict) else None
+        return [ordered(item, items) for item in value]
+    if not isinstance(value, dict):
+        return value
+    declared = properties(schema)
+    keys = [name for name in declared if name in value] + [name for name in value if name not in declared]
+    return {name: ordered(value[name], declared.get(name)) for name in keys}
+
+
+def _covers(answer: dict[str, Any], output_schema: dict[str, Any]) -> bool:
+    """Every top-level property the output declares is in the answer (the model would write the rest)."""
+    return set(properties(inline(output_schema))) <= set(answer)
+
+
+def _root_boolean(output_schema: dict[str, Any], name: str) -> bool:
+    node = properties(inline(output_schema)).get(name)
+    return isinstance(node, dict) and node.get("type") == "boolean"
+
+
+def _nulls_for_required(answer: dict[str, Any], output_schema: dict[str, Any]) -> dict[str, Any]:
+    shape = inline(output_schema) or {}
+    for name in shape.get("required", []):
+        node = properties(shape).get(name, {})
+        if name not in answer and any(b.get("type") == "null" for b in node.get("anyOf", []) if isinstance(b, dict)):
+            answer[name] = None
+    return answer
+
+
+def _matches(layout: Layout, record: dict[str, Any], arguments: dict[str, Any]) -> bool:
+    for name, field_name in layout.filters.items():
+        if name in arguments and not _equal(record.get(field_name), arguments[name]):
+            return False
+    if layout.query and isinstance(arguments.get(layout.query), str):
+        needle = arguments[layout.query].lower()
+        if not any(needle in str(value).lower() for value in record.values() if isinstance(value, (str, int))):
+            return False
+    if layout.prefix and isinstance(arguments.get(layout.prefix), str):
+        return str(record.get(layout.key, "")).startswith(arguments[layout.prefix])
+    return True
+
+
+def _equal(value: Any, wanted: Any) -> bool:
+    return value == wanted or same_key(value, wanted) and not isinstance(wanted, bool)
+
+
+def _offset(cursor: Any) -> int:
+    try:
+        return max(0, int(cursor))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _max_items(output_schema: dict[str, Any] | None, pointer: str | None) -> int | None:
+    if output_schema is None or pointer is None:
+        return None
+    node = schema_at(output_schema, pointer)
+    maximum = node.get("maxItems") if isinstance(node, dict) else None
+    return maximum if isinstance(maximum, int) else None
+
+
+def _note(layout: Layout, records: list[dict[str, Any]], total: int | None = None) -> str:
+    head = f"The world's {layout.effect.collection} this call touches"
+    if total is not None:
+        head += f" ({total} match{'es' if total != 1 else ''})"
+    return f"{head} (JSON): {json.dumps(records, ensure_ascii=False)}"
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+

@@ -1,0 +1,232 @@
+"""Live world state with a scripted engine: effects declared and inferred, answers from the state, the
+model pinned to it, and the state going wherever its world goes (fork, reset, export, restart, ledger).
+
+The real model and real clients run the same in tests/test_state_model.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_sim.errors import SpecError
+from mcp_sim.rehearsal.ledger import Ledger, read_ledger
+from mcp_sim.rehearsal.ledger_observer import LedgerRecorder
+from mcp_sim.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.specs import load_catalog
+from mcp_sim.worlds import Worlds
+from mcp_sim.worlds.store import SqliteStore
+from tests.conftest import SPECS
+from tests.scripted import ScriptedEngine
+
+TASK = {"type": "object", "properties": {"id": {"type": "string"}, "title": {"type": "string"},
+                                         "done": {"type": "boolean"}}, "required": ["id", "title", "done"]}
+TODO: dict[str, Any] = {
+    "world": {"description": "A to-do list.",
+              "data": {"tasks": [{"id": "T-1", "title": "Buy milk", "done": False},
+                                 {"id": "T-2", "title": "Write report", "done": False}]}},
+    "tools": [
+        {"name": "create_task", "inputSchema": {"type": "object", "properties": {"title": {"type": "string"}},
+                                                "required": ["title"]}, "outputSchema": TASK},
+        {"name": "list_tasks", "inputSchema": {"type": "object", "properties": {"done": {"type": "boolean"}}},
+         "outputSchema": {"type": "object", "properties": {"tasks": {"type": "array", "items": TASK}},
+                          "required": ["tasks"]}},
+        {"name": "complete_task", "inputSchema": {"type": "object", "properties": {"task_id": {"type": "string"}},
+                                                  "required": ["task_id"]}, "outputSchema": TASK},
+        {"name": "delete_task", "inputSchema": {"type": "object", "properties": {"task_id": {"type": "string"}},
+                                                "required": ["task_id"]},
+         "outputSchema": {"type": "object", "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"}},
+                          "required": ["id", "deleted"]}},
+        {"name": "get_task", "inputSchema": {"type": "object", "properties": {"task_id": {"type": "string"}},
+                                             "required": ["task_id"]},
+         "outputSchema": {"type": "object", "properties": {"found": {"type": "boolean"}, "task": TASK},
+                          "required": ["found"]}},
+    ],
+}
+
+
+def write_spec(directory: Path, spec: dict[str, Any], name: str = "todo.json") -> Path:
+    path = directory / name
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def simulator(*specs: Path, answers: tuple[str, ...] = (), worlds: Worlds | None = None,
+              **options: Any) -> tuple[Simulator, ScriptedEngine]:
+    engine = ScriptedEngine(*answers)
+    catalog = load_catalog(list(specs))
+    worlds = worlds or Worlds(catalog.scenarios, catalog.default_scenario)
+    return Simulator(catalog, engine, SimOptions(**options), worlds), engine
+
+
+def structured(sim: Simulator, tool: str, arguments: dict[str, Any], world: str = "default") -> Any:
+    result = sim.simulate(tool, arguments, world=world)
+    assert not result.is_error, result.text
+    return result.structured
+
+
+@pytest.fixture
+def todo(tmp_path: Path) -> Path:
+    return write_spec(tmp_path, TODO)
+
+
+def test_the_todo_walkthrough_creates_lists_completes_and_deletes_as_written(todo: Path) -> None:
+    sim, engine = simulator(todo)
+    ids = [structured(sim, "create_task", {"title": title})["id"] for title in ("A", "B", "C")]
+    assert ids == ["T-3", "T-4", "T-5"]
+    assert structured(sim, "complete_task", {"task_id": "T-2"}) == {"id": "T-2", "title": "Write report", "done": True}
+    assert structured(sim, "delete_task", {"task_id": "T-3"}) == {"id": "T-3", "deleted": True}
+    listed = structured(sim, "list_tasks", {})["tasks"]
+    assert [task["id"] for task in listed] == ["T-1", "T-2", "T-4", "T-5"]
+    assert listed[1]["done"] is True and listed[2] == {"id": "T-4", "title": "B", "done": False}
+    assert structured(sim, "list_tasks", {"done": True})["tasks"] == [listed[1]]
+    assert structured(sim, "get_task", {"task_id": "T-3"}) == {"found": False}
+    assert structured(sim, "get_task", {"task_id": "T-4"})["task"]["title"] == "B"
+    assert engine.requests == []  # the state said everything: no model ran
+
+
+def test_state_answers_say_so_and_writes_carry_their_change(todo: Path) -> None:
+    sim, _ = simulator(todo)
+    result = sim.simulate("complete_task", {"task_id": "T-1"})
+    meta = result.meta[META_KEY]
+    assert meta["source"] == "state"
+    assert meta["state"] == {"collection": "tasks", "op": "update", "key": "T-1",
+                             "before": {"id": "T-1", "title": "Buy milk", "done": False},
+                             "after": {"id": "T-1", "title": "Buy milk", "done": True}}
+
+
+def test_the_model_writes_only_what_the_state_cannot_say_and_the_state_wins(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(TODO))
+    spec["world"]["data"]["tasks"][0].pop("done")  # the record lacks a field the output shows
+    wrong = {"found": True, "task": {"id": "X-9", "title": "Wrong", "done": True}}
+    sim, engine = simulator(write_spec(tmp_path, spec), answers=(json.dumps(wrong),))
+    answer = structured(sim, "get_task", {"task_id": "T-1"})
+    # The model's id and title lose to the record's; its `done` joins the record.
+    assert answer == {"found": True, "task": {"id": "T-1", "title": "Buy milk", "done": True}}
+    pinned = engine.requests[0].json_schema
+    assert pinned is not None
+    task = pinned["properties"]["task"]
+    assert task["properties"]["id"] == {"const": "T-1"} and task["properties"]["title"] == {"const": "Buy milk"}
+    assert "Buy milk" in engine.requests[0].messages[-1].content  # the record, shown near the call
+    again = sim.simulate("get_task", {"task_id": "T-1"})
+    assert again.meta[META_KEY]["source"] == "state" and again.structured == answer
+
+
+def test_an_unknown_key_is_decided_once_and_then_agreed_with(todo: Path) -> None:
+    sim, engine = simulator(todo, answers=(json.dumps({"found": False}),))
+    assert structured(sim, "get_task", {"task_id": "T-77"}) == {"found": False}
+    assert structured(sim, "get_task", {"task_id": "T-77"}) == {"found": False}
+    assert len(engine.requests) == 1
+    engine.enqueue(json.dumps({"found": True, "task": {"id": "T-88", "title": "Invented", "done": False}}))
+    first = structured(sim, "get_task", {"task_id": "T-88"})
+    assert structured(sim, "get_task", {"task_id": "T-88"}) == first
+    assert "T-88" in [task["id"] for task in structured(sim, "list_tasks", {})["tasks"]]
+
+
+def test_a_deleted_record_is_not_found_the_way_the_examples_say(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(TODO))
+    delete = spec["tools"][3]
+    delete["x-sim"] = {"examples": [{"arguments": {"task_id": "T-404"}, "isError": True,
+                                     "result": "task T-404 does not exist"}]}
+    sim, _ = simulator(write_spec(tmp_path, spec))
+    assert structured(sim, "delete_task", {"task_id": "T-1"})["deleted"] is True
+    again = sim.simulate("delete_task", {"task_id": "T-1"})
+    assert again.is_error and again.text == "task T-1 does not exist"
+
+
+def test_declared_effects_are_checked_with_pointers(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(TODO))
+    spec["tools"][0]["x-sim"] = {"state": {"op": "make", "at": "ticket", "wat": 1}}
+    with pytest.raises(SpecError) as raised:
+        load_catalog([write_spec(tmp_path, spec)])
+    text = str(raised.value)
+    assert "/tools/0 (tool 'create_task')/x-sim/state/op: must be one of create" in text
+    assert "x-sim/state/at: must be a JSON pointer" in text and "x-sim/state/wat: unknown field" in text
+    assert "x-sim/state/collection: name the key of world.data" in text
+
+
+def test_state_none_turns_inference_off(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(TODO))
+    spec["tools"][4]["x-sim"] = {"state": "none"}
+    sim, _ = simulator(write_spec(tmp_path, spec))
+    assert "get_task" not in sim.state.effects() and "list_tasks" in sim.state.effects()
+
+
+def test_the_shipped_specs_answer_reads_from_their_data() -> None:
+    # The seed files have no size, which list_files shows: the model writes only the sizes.
+    sim, engine = simulator(SPECS, answers=(json.dumps({"files": [{"path": "/x", "size": 23}], "count": 9}),))
+    listed = structured(sim, "list_tickets", {"customer_id": "C-1001"})
+    assert [t["id"] for t in listed["tickets"]] == ["T-5001", "T-5004"] and listed["count"] == 2
+    assert listed["customer_id"] == "C-1001"
+    found = structured(sim, "search_customers", {"query": "example.com", "plan": "pro"})
+    assert [c["id"] for c in found["results"]] == ["C-1001", "C-1005"] and found["total"] == 2
+    files = structured(sim, "list_files", {"prefix": "/notes"})
+    assert files == {"files": [{"path": "/notes/todo.txt", "size": 23}], "count": 1}
+    assert len(engine.requests) == 1
+    again = sim.simulate("list_files", {"prefix": "/notes"})  # the size joined the record
+    assert again.structured == files and again.meta[META_KEY]["source"] == "state"
+
+
+def test_a_create_in_the_crm_continues_the_ticket_ids_and_pins_what_is_known() -> None:
+    sim, engine = simulator(SPECS, answers=(json.dumps({"customer_id": "C-9999", "ticket": {
+        "id": "T-1", "subject": "other", "priority": "low", "status": "closed", "assignee": "x",
+        "created_at": "2025-06-01T12:00:00Z", "closed_at": None}}),))
+    created = structured(sim, "create_ticket", {"customer_id": "C-1002", "subject": "Zip broken",
+                                                "priority": "high"})
+    assert created["customer_id"] == "C-1002"
+    assert created["ticket"] == {"id": "T-5005", "subject": "Zip broken", "priority": "high", "status": "open",
+                                 "assignee": None, "created_at": "2025-06-01T12:00:00Z", "closed_at": None}
+    listed = structured(sim, "list_tickets", {"customer_id": "C-1002"})
+    assert listed["tickets"] == [created["ticket"]] and len(engine.requests) == 1
+
+
+def test_a_keyed_mapping_collection_is_updated_in_place() -> None:
+    restart = {"service": "worker", "state": "running", "pid": 4102, "restarted_at": "2025-06-01T12:00:00Z"}
+    sim, _ = simulator(SPECS, answers=(json.dumps(restart),))
+    assert structured(sim, "restart_service", {"service": "worker"}) == restart
+    live = sim.worlds.get("default").live[str(SPECS / "ops.yaml")]
+    assert live.data["services"]["worker"] == {"state": "running", "version": "2.14.0", "uptime_s": 0,
+                                               "pid": 4102, "restarted_at": "2025-06-01T12:00:00Z"}
+
+
+def test_fork_reset_export_and_restart_keep_the_state(todo: Path, tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state")
+    catalog = load_catalog([todo])
+    sim, _ = simulator(todo, worlds=Worlds(catalog.scenarios, store=store))
+    structured(sim, "create_task", {"title": "Kept"}, world="w1")
+    sim.worlds.fork("w1", "w2")
+    structured(sim, "delete_task", {"task_id": "T-3"}, world="w2")
+    exported = sim.worlds.export(sim.worlds.existing("w1"))
+    assert [t["id"] for t in next(iter(exported["state"].values()))["data"]["tasks"]] == ["T-1", "T-2", "T-3"]
+    store.close()
+
+    restarted, _ = simulator(todo, worlds=Worlds(catalog.scenarios, store=SqliteStore(tmp_path / "state")))
+    assert [t["id"] for t in structured(restarted, "list_tasks", {}, world="w1")["tasks"]] == ["T-1", "T-2", "T-3"]
+    assert [t["id"] for t in structured(restarted, "list_tasks", {}, world="w2")["tasks"]] == ["T-1", "T-2"]
+    assert structured(restarted, "create_task", {"title": "Next"}, world="w2")["id"] == "T-4"  # never reused
+    restarted.worlds.reset("w1")
+    assert [t["id"] for t in structured(restarted, "list_tasks", {}, world="w1")["tasks"]] == ["T-1", "T-2"]
+
+
+def test_a_scenario_seeds_the_state(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(TODO))
+    spec["world"]["scenarios"] = {"empty": {"data": {"tasks": []}}}
+    sim, _ = simulator(write_spec(tmp_path, spec))
+    assert structured(sim, "list_tasks", {}, world="plain")["tasks"] != []
+    result = sim.simulate("list_tasks", {}, world="bare", scenario="empty")
+    assert result.structured == {"tasks": []}
+
+
+def test_the_ledger_records_each_write_before_and_after(todo: Path, tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    engine = ScriptedEngine()
+    sim = Simulator(load_catalog([todo]), engine, observers=[LedgerRecorder(ledger)])
+    sim.simulate("complete_task", {"task_id": "T-2"})
+    sim.simulate("delete_task", {"task_id": "T-1"})
+    entries = read_ledger(tmp_path / "ledger.jsonl")
+    assert [entry.state["op"] for entry in entries if entry.state] == ["update", "delete"]
+    assert entries[1].state is not None and entries[1].state["before"]["title"] == "Buy milk"
+    assert entries[1].state["after"] is None
