@@ -79,8 +79,8 @@ def _state_change(entry: LedgerEntry) -> str:
         return ""
     change = entry.state
     title = f"{change.get('op')} {change.get('collection')} {change.get('key')}"
-    sides = "".join(f'<div class="{side}"><b>{side}</b><pre>{escape(json.dumps(change.get(side), indent=1))}</pre></div>'
-                    for side in ("before", "after"))
+    sides = "".join(f'<div class="{side}"><b>{side}</b><pre>{escape(json.dumps(change.get(side), indent=1))}'
+                    "</pre></div>" for side in ("before", "after"))
     return f'<details class="state"><summary>state: {escape(title)}</summary>{sides}</details>'
 
 
