@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from mcp_sim.errors import SpecError
+from mcp_sim.rehearsal.fixtures import FixtureSet
+from mcp_sim.rehearsal.sources import FixtureSource
 from mcp_sim.rehearsal.ledger import Ledger, read_ledger
 from mcp_sim.rehearsal.ledger_observer import LedgerRecorder
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
@@ -230,3 +232,19 @@ def test_the_ledger_records_each_write_before_and_after(todo: Path, tmp_path: Pa
     assert [entry.state["op"] for entry in entries if entry.state] == ["update", "delete"]
     assert entries[1].state is not None and entries[1].state["before"]["title"] == "Buy milk"
     assert entries[1].state["after"] is None
+
+
+def test_a_fixture_answer_changes_the_state_too(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(TODO))
+    spec["tools"][0]["x-sim"] = {"fixtures": [{"match": {"title": "Pinned"},
+                                               "result": {"id": "T-100", "title": "Pinned", "done": False}}]}
+    path = write_spec(tmp_path, spec)
+    engine = ScriptedEngine()
+    catalog = load_catalog([path])
+    fixtures = FixtureSet([f for tool in catalog.tools.values() for f in tool.fixtures])
+    sim = Simulator(catalog, engine, sources=[FixtureSource(fixtures)])
+    created = sim.simulate("create_task", {"title": "Pinned"})
+    assert created.meta[META_KEY]["source"] == "fixture"
+    assert structured(sim, "get_task", {"task_id": "T-100"}) == {"found": True, "task": created.structured}
+    # The fixture's key joins the pattern: the next create continues after it.
+    assert structured(sim, "create_task", {"title": "Next"})["id"] == "T-101"

@@ -233,10 +233,10 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
         if step.before is not None and set(answered) <= set(step.before):
             return None
         after = {**answered, **(step.before or {}), layout.key: step.key}
-    else:
-        after = {**answered, **(step.record or {})}
+    else:  # what the client saw wins (a fixture's or cassette's own key too); the rest of the record stays
+        after = {**(step.record or {}), **answered}
     live.put(collection, layout.key, after)
-    return StateChange(collection, step.op, step.key, step.before, after)
+    return StateChange(collection, step.op, after.get(layout.key, step.key), step.before, after)
 
 
 def _answered_record(layout: Layout, structured: Any) -> dict[str, Any]:
