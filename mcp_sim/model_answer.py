@@ -202,7 +202,10 @@ class ModelAnswerer:
         system, history, action, world = call.system, list(call.history), call.action, call.world
         limit = self.engine.context_size - self.options.max_tokens - self._think_budget()
         style = self.options.prompt_style
-        note = call.state.note if call.state is not None else None
+        # The records this call touches, for a text tool: its answer has no grammar to pin them. A tool with an
+        # outputSchema gets them pinned instead, and no note: a note lives in this prompt only, so the next
+        # call's prompt would share less of this one's (its observation re-read on every call).
+        note = call.state.note if call.state is not None and call.tool.output_schema is None else None
 
         def compose(turns: list[Turn]) -> list[ChatMessage]:
             return _with_note(build_messages(system, turns, action, style), note)

@@ -209,7 +209,7 @@ class Simulator:
         """Record the answer in its world, stamp its metadata and hand it to the observers."""
         if result.observation is not None:
             call.world.calls += 1
-            change = self._commit_state(call, result)
+            change = self._commit_state(call, result, source)
             if change is not None:
                 result.meta["state"] = change
             self.worlds.record(call.world, call.source, Turn(call.action, result.observation))
@@ -219,9 +219,12 @@ class Simulator:
             observer.observed(call, result, source)
         return result
 
-    def _commit_state(self, call: Call, result: SimulationResult) -> dict[str, Any] | None:
-        """Write what the answer says into the world's live data (recorded with the turn, in one transaction)."""
+    def _commit_state(self, call: Call, result: SimulationResult, source: str) -> dict[str, Any] | None:
+        """Write what the answer says into the world's live data (recorded with the turn, in one transaction).
+        A failure a fault made up says nothing about the world: a timeout does not make a record absent."""
         if call.state is None or call.live is None:
+            return None
+        if result.is_error and (source == "fault" or result.meta.get("faults")):
             return None
         change = self.state.commit(call.state, call.live, result.structured, result.text, result.is_error)
         return None if change is None else change.to_json()

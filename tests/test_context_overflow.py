@@ -32,11 +32,13 @@ def test_shift_plan_declines_what_is_no_dropped_span() -> None:
     assert shift_plan(system + list(range(500, 540)) + [5] * 8, system + [5] * 8 + [6]) is None  # too short
 
 
+# Every restart asks the model (its state, pid and time are written anew each time); a status read of a
+# service already shown is answered from the world's live state instead.
 def test_turns_are_dropped_in_chunks_so_the_following_prompts_extend_each_other() -> None:
-    answer = '{"service": "api", "state": "running", "version": "1.0", "uptime_s": 1, "pid": 2, "healthy": true}'
+    answer = '{"service": "api", "state": "running", "pid": 2, "restarted_at": "2025-06-01T12:00:00Z"}'
     engine = ScriptedEngine(*[answer] * 30, context_size=2000)
     simulator = Simulator(load_catalog([OPS]), engine, SimOptions(max_tokens=64, attempts=1))
-    dropped = [simulator.simulate("get_service_status", {"service": SERVICES[i % 5]}, world="w")
+    dropped = [simulator.simulate("restart_service", {"service": SERVICES[i % 5]}, world="w")
                .meta[META_KEY]["dropped_turns"] for i in range(30)]
     drops = [count for count in dropped if count]
     assert drops and min(drops) >= 2, dropped  # a quarter of the history's room at a time, not one turn
@@ -50,7 +52,7 @@ def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: 
     simulator = Simulator(load_catalog([OPS]), engine, SimOptions(temperature=0.0, max_tokens=96, attempts=1))
     metas = []
     for index in range(9):
-        result = simulator.simulate("get_service_status", {"service": SERVICES[index % 5]}, world="w")
+        result = simulator.simulate("restart_service", {"service": SERVICES[index % 5]}, world="w")
         assert not result.is_error, result.text
         assert result.structured is not None and result.structured["service"]
         metas.append(result.meta[META_KEY])

@@ -22,7 +22,10 @@ def test_a_structured_failure_becomes_an_is_error_result_and_stays_in_the_histor
     failed = sim.simulate("get_customer", {"customer_id": "C-9999"}, world="E")
     assert failed.is_error and failed.text == "customer C-9999 not found" and failed.structured is None
     assert failed.meta[META_KEY]["simulated_error"] is True and failed.meta[META_KEY]["attempts"] == 1
-    sim.simulate("get_customer", {"customer_id": "C-9999"}, world="E")
+    # The world keeps what it said: asked again, C-9999 is missing without the model.
+    again = sim.simulate("get_customer", {"customer_id": "C-9999"}, world="E")
+    assert again.is_error and again.meta[META_KEY]["source"] == "state" and len(engine.requests) == 1
+    sim.simulate("get_customer", {"customer_id": "C-9998"}, world="E")
     assert engine.requests[1].messages[2].content == MISSING  # the next call sees the failure
     # The grammar offers the failure shape beside the tool's own, and the prompt says when to use it.
     grammar = engine.requests[0].json_schema

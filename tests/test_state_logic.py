@@ -112,7 +112,8 @@ def test_the_model_writes_only_what_the_state_cannot_say_and_the_state_wins(tmp_
     assert pinned is not None
     task = pinned["properties"]["task"]
     assert task["properties"]["id"] == {"const": "T-1"} and task["properties"]["title"] == {"const": "Buy milk"}
-    assert "Buy milk" in engine.requests[0].messages[-1].content  # the record, shown near the call
+    # A grammar carries the record: the prompt stays the plain call, so the next call's prompt extends it.
+    assert engine.requests[0].messages[-1].content == '{"name": "get_task", "arguments": {"task_id": "T-1"}}'
     again = sim.simulate("get_task", {"task_id": "T-1"})
     assert again.meta[META_KEY]["source"] == "state" and again.structured == answer
 
@@ -248,3 +249,16 @@ def test_a_fixture_answer_changes_the_state_too(tmp_path: Path) -> None:
     assert structured(sim, "get_task", {"task_id": "T-100"}) == {"found": True, "task": created.structured}
     # The fixture's key joins the pattern: the next create continues after it.
     assert structured(sim, "create_task", {"title": "Next"})["id"] == "T-101"
+
+
+def test_a_text_tool_is_shown_the_records_it_touches_next_to_the_call(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(TODO))
+    spec["tools"].append({"name": "describe_task", "inputSchema": {
+        "type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"]}})
+    sim, engine = simulator(write_spec(tmp_path, spec), answers=("Task T-2: Write report, open.",))
+    result = sim.simulate("describe_task", {"task_id": "T-2"})
+    assert result.text == "Task T-2: Write report, open."
+    prompt = engine.requests[0].messages[-1].content
+    assert prompt.startswith('{"name": "describe_task"') and '"title": "Write report"' in prompt
+    assert sim.worlds.get("default").history(str(tmp_path / "todo.json"))[-1].action == \
+        '{"name": "describe_task", "arguments": {"task_id": "T-2"}}'  # the history keeps the bare call

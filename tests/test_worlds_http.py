@@ -54,9 +54,12 @@ async def test_a_default_stateless_client_keeps_its_writes(server: str) -> None:
         assert client.protocol_version >= "2026"
         write = await client.call_tool("write_file", {"path": "/notes/plan.md", "content": "ship on friday"})
         read = await client.call_tool("read_file", {"path": "/notes/plan.md"})
+        # A path never written: the model answers, and its prompt holds the world's history.
+        other = await client.call_tool("read_file", {"path": "/notes/never.md"})
     assert not write.is_error and not read.is_error, (write.content, read.content)
-    assert meta(read)["world"] == "default" and meta(read)["history_turns"] >= 1
-    assert '"name": "write_file"' in history_of(read) and "ship on friday" in history_of(read)
+    assert read.structured_content is not None and read.structured_content["content"] == "ship on friday"
+    assert meta(read)["world"] == "default" and meta(other)["history_turns"] >= 2
+    assert '"name": "write_file"' in history_of(other) and "ship on friday" in history_of(other)
 
 
 async def test_worlds_named_in_the_url_never_see_each_other(server: str) -> None:
@@ -64,7 +67,7 @@ async def test_worlds_named_in_the_url_never_see_each_other(server: str) -> None
     for name in ("alpha", "beta"):
         async with Client(f"{server}?world={name}", read_timeout_seconds=300) as client:
             await client.call_tool("write_file", {"path": f"/{name}.txt", "content": f"{name} data"})
-            read = await client.call_tool("read_file", {"path": f"/{name}.txt"})
+            read = await client.call_tool("read_file", {"path": f"/{name}-other.txt"})  # the model answers
             assert meta(read)["world"] == name
             prompts[name] = history_of(read)
     assert "/alpha.txt" in prompts["alpha"] and "/beta" not in prompts["alpha"]
@@ -150,6 +153,9 @@ async def test_a_restarted_server_continues_its_worlds(tmp_path: Path) -> None:
     try:
         async with Client(f"{url}?world=durable", read_timeout_seconds=300) as client:
             read = await client.call_tool("read_file", {"path": "/kept.txt"})
+            other = await client.call_tool("read_file", {"path": "/other.txt"})  # the model answers
     finally:
         stop(process)
-    assert meta(read)["turn"] == 2 and "survives a restart" in history_of(read)
+    assert meta(read)["turn"] == 2 and read.structured_content is not None
+    assert read.structured_content["content"] == "survives a restart"  # the live state came back too
+    assert meta(other)["turn"] == 3 and "survives a restart" in history_of(other)

@@ -18,9 +18,11 @@ _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 class LiveData:
     """`data` starts as a deep copy of the spec's `world.data` in the world's scenario."""
 
-    def __init__(self, data: Any = None, absent: dict[str, list[str]] | None = None):
+    def __init__(self, data: Any = None, absent: dict[str, dict[str, str | None]] | None = None):
         self.data: Any = copy.deepcopy(data) if data is not None else {}
-        self.absent: dict[str, list[str]] = {name: list(keys) for name, keys in (absent or {}).items()}
+        # Per collection, the keys said not to exist, each with the failure text the world gave (None: it
+        # said so in the output, found: false).
+        self.absent: dict[str, dict[str, str | None]] = {name: dict(keys) for name, keys in (absent or {}).items()}
 
     def to_json(self) -> dict[str, Any]:
         return {"data": self.data, "absent": self.absent}
@@ -30,8 +32,8 @@ class LiveData:
         if not isinstance(raw, dict) or "data" not in raw or not isinstance(raw.get("absent", {}), dict):
             raise ValueError("live state is not an object with 'data' and 'absent'")
         absent = raw.get("absent", {})
-        if not all(isinstance(keys, list) for keys in absent.values()):
-            raise ValueError("live state's 'absent' is not a mapping of key lists")
+        if not all(isinstance(keys, dict) for keys in absent.values()):
+            raise ValueError("live state's 'absent' is not a mapping of collections to keys")
         return cls(raw["data"], absent)
 
     def digest(self) -> str:
@@ -55,7 +57,11 @@ class LiveData:
         return next((record for record in records if same_key(record.get(key_field), key)), None)
 
     def is_absent(self, collection: str, key: Any) -> bool:
-        return str(key) in self.absent.get(collection, [])
+        return str(key) in self.absent.get(collection, {})
+
+    def absence(self, collection: str, key: Any) -> str | None:
+        """The failure text the world gave for a key said not to exist (None: none, or not absent)."""
+        return self.absent.get(collection, {}).get(str(key))
 
     def put(self, collection: str, key_field: str, record: dict[str, Any]) -> None:
         """Store RECORD in place of the one with its key, or at the end."""
@@ -74,9 +80,7 @@ class LiveData:
             items.append(record)
 
     def _unmark(self, collection: str, key: Any) -> None:
-        keys = self.absent.get(collection)
-        if keys and str(key) in keys:
-            keys.remove(str(key))
+        self.absent.get(collection, {}).pop(str(key), None)
 
     def remove(self, collection: str, key_field: str, key: Any) -> None:
         keyed = self.data.get(collection) if isinstance(self.data, dict) else None
@@ -87,16 +91,14 @@ class LiveData:
             items[:] = [r for r in items if not (isinstance(r, dict) and same_key(r.get(key_field), key))]
         self.mark_absent(collection, key)
 
-    def mark_absent(self, collection: str, key: Any) -> None:
-        keys = self.absent.setdefault(collection, [])
-        if str(key) not in keys:
-            keys.append(str(key))
+    def mark_absent(self, collection: str, key: Any, failure: str | None = None) -> None:
+        self.absent.setdefault(collection, {})[str(key)] = failure
 
     def next_key(self, collection: str, key_field: str, mode: str, seen: list[Any], name: str) -> Any:
         """A key no record has had: the next in the pattern of the keys seen (T-5004 -> T-5005), a uuid, or
         the next integer. SEEN adds keys from the spec's examples, for a collection that starts empty."""
         keys = [record.get(key_field) for record in self.records(collection, key_field)]
-        keys += self.absent.get(collection, [])
+        keys += list(self.absent.get(collection, {}))
         keys = keys or list(seen)
         if mode == "uuid":
             return str(uuid.uuid5(uuid.NAMESPACE_URL, f"mcp-sim:{name}:{collection}:{len(keys)}"))

@@ -91,6 +91,9 @@ def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_sche
     key = arguments[layout.argument]
     record = live.find(layout.effect.collection, layout.key, key)
     if record is None and live.is_absent(layout.effect.collection, key):
+        said = live.absence(layout.effect.collection, key)
+        if said is not None:  # the world failed this key before: it fails the same way again
+            return StatePlan(layout, key=key, answer=said, complete=True, is_error=True)
         return _not_found(layout, key, output_schema, error_texts)
     if op == "read":
         return _plan_read(layout, key, record, output_schema)
@@ -223,7 +226,7 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
         return None
     if is_error or _says_not_found(layout, structured):
         if step.before is None and step.op != "create":
-            live.mark_absent(collection, step.key)
+            live.mark_absent(collection, step.key, text if is_error else None)
         return None
     if step.op == "delete":
         live.remove(collection, layout.key, step.key)

@@ -81,7 +81,7 @@ class SqliteStore:
             # One connection shared by the server's worker threads, serialized by a lock: writes are small.
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._setup()
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, ValueError) as exc:  # ValueError: names in a damaged file that are not text
             raise WorldError(f"cannot keep worlds in {self.path}: {exc}. Pass a writable directory to "
                              "--state-dir, or leave it out to keep worlds in memory") from None
         self._lock = threading.Lock()

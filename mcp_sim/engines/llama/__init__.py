@@ -234,6 +234,8 @@ class LlamaEngine:
         if self._decoder is not None:
             return self._decoder.run(self._batch_job(request, tokens, stops, prompt_text))
         with self._lock:
+            if self._prefix is None:  # closed while this call waited: the server is shutting down
+                raise EngineError("the model was unloaded while this call waited (the server is shutting down)")
             return self._generate(self._llama, request, tokens, stops, prompt_text)
 
     def _grammar(self, request: GenerationRequest) -> Any:
