@@ -28,9 +28,10 @@ BLOCK_MODELS: dict[Any, type[BaseModel]] = {"text": types.TextContent, "image": 
                                              "resource": types.EmbeddedResource}
 
 
-def block_problems(blocks: Any, where: str, *, data_optional: bool = False) -> list[str]:
+def block_problems(blocks: Any, where: str, *, data_optional: bool = False, text_optional: bool = False) -> list[str]:
     """Why BLOCKS is not a list of MCP content blocks, as "WHERE/N/field: message" lines. With
-    DATA_OPTIONAL, an image or audio block may leave out `data` when mcp-sim can generate its MIME type."""
+    DATA_OPTIONAL, an image or audio block may leave out `data` when mcp-sim can generate its MIME type; with
+    TEXT_OPTIONAL a text block may leave out `text` (the model writes it)."""
     if not isinstance(blocks, list) or not blocks:
         return [f"{where}: must be a list of MCP content blocks (text, image, audio, resource_link, resource)"]
     problems: list[str] = []
@@ -45,6 +46,8 @@ def block_problems(blocks: Any, where: str, *, data_optional: bool = False) -> l
                                 f"(it generates {', '.join(sorted(GENERATORS))}): give the base64 'data'")
                 continue
             block = {**block, "data": ""}
+        if text_optional and block.get("type") == "text" and "text" not in block:
+            block = {**block, "text": ""}
         checked.append((index, block))
         if block.get("type") in BINARY_TYPES and block.get("data"):
             problems.extend(_base64_problem(block["data"], f"{where}/{index}/data"))

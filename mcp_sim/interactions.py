@@ -61,7 +61,7 @@ def parse_interactions(raw: dict[str, Any], where: str, problems: list[str]) -> 
     before = len(problems)
     content = raw.get("content")
     if content is not None:
-        problems.extend(block_problems(content, f"{where}/x-sim/content", data_optional=True))
+        problems.extend(block_problems(content, f"{where}/x-sim/content", data_optional=True, text_optional=True))
     notifications = _notifications(raw.get("notifications"), f"{where}/x-sim/notifications", problems)
     elicit = _elicit(raw.get("elicit"), f"{where}/x-sim/elicit", problems)
     sample = _sample(raw.get("sample"), f"{where}/x-sim/sample", problems)
