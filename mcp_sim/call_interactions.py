@@ -6,6 +6,10 @@ Requests go to the client on the call's own stream. A client that did not declar
 isError a real server gives ("... needs elicitation, which this client does not support"); a declined or
 cancelled elicitation is an answer like any other: the tool answers knowing it (`{{client.elicitation.action}}`
 in a fixture, the `client` field of the action the model sees).
+
+On the stateless 2026-07-28 protocol a server cannot send requests: the call instead returns an
+InputRequiredResult naming them (keys `elicitation`, `sampling`, `roots`, or the spec's `key`), and the client
+retries the call with its `inputResponses`, which are then the answers (SEP-2322, as far as the SDK carries it).
 """
 
 from __future__ import annotations
@@ -34,6 +38,14 @@ class ClientRefused(Exception):
     """The client cannot answer a request the tool must send (no capability, an error): the call's isError."""
 
 
+class InputRequired(Exception):  # noqa: N818 (a result, raised: not an error)
+    """Stateless protocol: the call's answer is this InputRequiredResult; the client retries with the answers."""
+
+    def __init__(self, result: types.InputRequiredResult):
+        super().__init__("input required")
+        self.result = result
+
+
 class LogLevels:
     """The level each client connection asked for with logging/setLevel; below it nothing is sent."""
 
@@ -54,13 +66,13 @@ def connection_of(ctx: RequestContext) -> object:
     return getattr(ctx.session, "_connection", ctx.session)
 
 
-async def ask_client(ctx: RequestContext, interactions: Interactions, arguments: dict[str, Any]) -> dict[str, Any]:
+async def ask_client(ctx: RequestContext, interactions: Interactions, arguments: dict[str, Any],
+                     input_responses: dict[str, Any] | None = None) -> dict[str, Any]:
     """Send the tool's requests to the client, in order roots, elicitation, sampling; what it answered."""
     context = TemplateContext(arguments, "", "")
+    if not ctx.session.can_send_request:
+        return _answers_from_retry(ctx, interactions, context, input_responses or {})
     answers: dict[str, Any] = {}
-    if interactions.asks_client and not ctx.session.can_send_request:
-        raise ClientRefused("This tool sends the client requests (elicitation, sampling or roots) before it answers; "
-                            "this connection cannot carry them (stateless HTTP): connect with a 2025-11-25 session")
     if interactions.roots:
         answers["roots"] = await _roots(ctx)
     if interactions.elicit is not None:
@@ -68,6 +80,58 @@ async def ask_client(ctx: RequestContext, interactions: Interactions, arguments:
     if interactions.sample is not None:
         answers["sampling"] = await _sample(ctx, fill(interactions.sample, context))
     return answers
+
+
+def _answers_from_retry(ctx: RequestContext, interactions: Interactions, context: TemplateContext,
+                        responses: dict[str, Any]) -> dict[str, Any]:
+    """Stateless: the answers the retried call carries, or InputRequired naming the requests still open."""
+    requests: dict[str, types.InputRequest] = {}
+    answers: dict[str, Any] = {}
+    keys = interactions.keys
+    if interactions.roots:
+        if keys["roots"] in responses:
+            answers["roots"] = _dump(responses[keys["roots"]]).get("roots")
+        elif _capable(ctx, types.ClientCapabilities(roots=types.RootsCapability())):
+            requests[keys["roots"]] = types.ListRootsRequest()
+        else:
+            answers["roots"] = None
+    if interactions.elicit is not None:
+        if keys["elicitation"] in responses:
+            answers["elicitation"] = _dump(responses[keys["elicitation"]])
+        else:
+            _require(ctx, types.ClientCapabilities(elicitation=types.ElicitationCapability()), "elicitation")
+            requests[keys["elicitation"]] = types.ElicitRequest(
+                params=types.ElicitRequestFormParams.model_validate(fill(interactions.elicit, context)))
+    if interactions.sample is not None:
+        if keys["sampling"] in responses:
+            answers["sampling"] = _with_text(_dump(responses[keys["sampling"]]))
+        else:
+            _require(ctx, types.ClientCapabilities(sampling=types.SamplingCapability()), "sampling")
+            requests[keys["sampling"]] = types.CreateMessageRequest(
+                params=types.CreateMessageRequestParams.model_validate(fill(interactions.sample, context)))
+    if requests:
+        raise InputRequired(types.InputRequiredResult(input_requests=requests))
+    return answers
+
+
+def _require(ctx: RequestContext, capability: types.ClientCapabilities, name: str) -> None:
+    if not _capable(ctx, capability):
+        raise MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                       f"This tool needs the client capability {name!r}, which the request did not declare",
+                       {"requiredCapabilities": {name: {}}})
+
+
+def _dump(value: Any) -> dict[str, Any]:
+    dumped = value.model_dump(by_alias=True, mode="json", exclude_none=True) if hasattr(value, "model_dump") else value
+    return dumped if isinstance(dumped, dict) else {"value": dumped}
+
+
+def _with_text(answer: dict[str, Any]) -> dict[str, Any]:
+    """A sampling answer with its text blocks joined under `text`, for fixtures and the model."""
+    blocks = answer.get("content")
+    blocks = blocks if isinstance(blocks, list) else [blocks]
+    texts = [str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    return {**answer, "text": "\n".join(texts)}
 
 
 def _capable(ctx: RequestContext, capability: types.ClientCapabilities) -> bool:
@@ -116,12 +180,7 @@ async def _sample(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]
                 model_preferences=request.model_preferences, related_request_id=ctx.request_id)
     except MCPError as exc:
         raise ClientRefused(f"The client failed the sampling request: {exc.error.message}") from None
-    answer = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    blocks = answer.get("content")
-    blocks = blocks if isinstance(blocks, list) else [blocks]
-    texts = [str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
-    answer["text"] = "\n".join(texts)
-    return answer
+    return _with_text(result.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
 async def send_notifications(ctx: RequestContext, notifications: list[Notification], levels: LogLevels) -> None:

@@ -10,6 +10,9 @@ returns, the notifications it sends while it runs, and the requests it sends the
       sample: {prompt: "{{arguments.prompt}}", maxTokens: 100}     # sampling/createMessage
       roots: true                                                    # roots/list
 
+`key` in elicit or sample names the request in a stateless call's InputRequiredResult (default: elicitation,
+sampling; roots are always `roots`).
+
 Parsed here as plain data, checked with pointers; mcp_sim.call_interactions carries them out over MCP.
 """
 
@@ -27,9 +30,9 @@ INTERACTION_FIELDS = {"content", "notifications", "elicit", "sample", "roots"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_FIELDS = {"level", "data", "logger", "delayMs"}
 PROGRESS_FIELDS = {"progress", "total", "message", "delayMs"}
-ELICIT_FIELDS = {"message", "requestedSchema"}
+ELICIT_FIELDS = {"message", "requestedSchema", "key"}
 SAMPLE_FIELDS = {"prompt", "messages", "maxTokens", "systemPrompt", "temperature", "stopSequences",
-                 "modelPreferences", "includeContext", "metadata"}
+                 "modelPreferences", "includeContext", "metadata", "key"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class Interactions:
     elicit: dict[str, Any] | None = None  # elicitation/create params (form mode); templates filled per call
     sample: dict[str, Any] | None = None  # sampling/createMessage params; templates filled per call
     roots: bool = False  # list the client's roots before answering
+    # The keys of the elicitation and sampling requests in a stateless call's InputRequiredResult.
+    keys: dict[str, str] = field(default_factory=lambda: {"elicitation": "elicitation", "sampling": "sampling",
+                                                          "roots": "roots"})
 
     @property
     def asks_client(self) -> bool:
@@ -68,9 +74,15 @@ def parse_interactions(raw: dict[str, Any], where: str, problems: list[str]) -> 
     roots = raw.get("roots", False)
     if not isinstance(roots, bool):
         problems.append(f"{where}/x-sim/roots: must be true or false")
+    keys = {"elicitation": "elicitation", "sampling": "sampling", "roots": "roots"}
+    for kind, declared in (("elicitation", raw.get("elicit")), ("sampling", raw.get("sample"))):
+        key = declared.get("key", kind) if isinstance(declared, dict) else kind
+        if not isinstance(key, str) or not key:
+            problems.append(f"{where}/x-sim/{'elicit' if kind == 'elicitation' else 'sample'}/key: must be a name")
+        keys[kind] = str(key)
     if len(problems) > before:
         return Interactions()
-    return Interactions(content, notifications, elicit, sample, bool(roots))
+    return Interactions(content, notifications, elicit, sample, bool(roots), keys)
 
 
 def _notifications(raw: Any, where: str, problems: list[str]) -> list[Notification]:
@@ -118,8 +130,9 @@ def _elicit(raw: Any, where: str, problems: list[str]) -> dict[str, Any] | None:
         return None
     for key in sorted(set(raw) - ELICIT_FIELDS):
         problems.append(f"{where}/{key}: unknown field (allowed: {', '.join(sorted(ELICIT_FIELDS))})")
-    _check(types.ElicitRequestFormParams, raw, where, problems)
-    return dict(raw)
+    params = {key: value for key, value in raw.items() if key != "key"}
+    _check(types.ElicitRequestFormParams, params, where, problems)
+    return params
 
 
 def _sample(raw: Any, where: str, problems: list[str]) -> dict[str, Any] | None:
@@ -130,7 +143,7 @@ def _sample(raw: Any, where: str, problems: list[str]) -> dict[str, Any] | None:
         return None
     for key in sorted(set(raw) - SAMPLE_FIELDS):
         problems.append(f"{where}/{key}: unknown field (allowed: {', '.join(sorted(SAMPLE_FIELDS))})")
-    params = {key: value for key, value in raw.items() if key != "prompt"}
+    params = {key: value for key, value in raw.items() if key not in ("prompt", "key")}
     if "prompt" in raw:
         if not isinstance(raw["prompt"], str):
             problems.append(f"{where}/prompt: must be text")

@@ -23,7 +23,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
 from mcp_sim import __version__
-from mcp_sim.call_interactions import ClientRefused, LogLevels, ask_client, send_notifications, shaped
+from mcp_sim.call_interactions import (
+    ClientRefused,
+    InputRequired,
+    LogLevels,
+    ask_client,
+    send_notifications,
+    shaped,
+)
 from mcp_sim.content import content_text
 from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
 from mcp_sim.resource_server import surface_handlers, written_uri
@@ -66,7 +73,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: RequestContext,
+                        params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         world, scenario = request_world(ctx, world_scope)
         try:
             tool = simulator.tool(params.name)
@@ -75,12 +83,15 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         interactions = tool.interactions
         try:
             # Before the answer, as a real tool would: ask the client, then report while "working".
-            client = await ask_client(ctx, interactions, params.arguments or {}) if interactions.asks_client else None
+            client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses) \
+                if interactions.asks_client else None
             await send_notifications(ctx, interactions.notifications, levels)
             if warmup is not None:
                 await warmup.wait(ctx.session.report_progress)
             async with scheduler.slot(world):
                 result = await _simulate_off_loop(simulator, ctx, params, world, scenario, client)
+        except InputRequired as needed:  # stateless: the client answers the requests and calls again
+            return needed.result
         except ClientRefused as exc:
             result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "client",
                                                                                "world": world}})
