@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -51,7 +52,7 @@ def run_suite(url: str, out: Path, *args: str) -> dict[str, list[dict[str, objec
                                env={**os.environ, "NO_COLOR": "1"})
     results: dict[str, list[dict[str, object]]] = {}
     for checks in out.glob("server-*/checks.json"):
-        name = checks.parent.name.removeprefix("server-").rsplit("-20", 1)[0]  # DIR is server-NAME-TIMESTAMP
+        name = re.sub(r"-\d{4}-\d{2}-\d{2}T.*$", "", checks.parent.name.removeprefix("server-"))  # server-NAME-TIME
         results[name] = json.loads(checks.read_text())
     assert results, f"the suite ran nothing:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
     return results
@@ -88,12 +89,10 @@ def test_every_server_scenario_passes_against_the_conformance_spec(conformance_u
 def test_scenarios_that_need_no_particular_tools_pass_against_each_shipped_spec(spec: Path, tmp_path: Path) -> None:
     process, url = start_http_server(str(spec))
     try:
-        results = {}
-        for scenario in GENERIC_SCENARIOS:
-            out = tmp_path / scenario
-            out.mkdir()
-            results.update(run_suite(url, out, "--scenario", scenario))
+        # One run of the whole suite is faster than one per scenario; those that call the suite's own tools fail.
+        results = run_suite(url, tmp_path, "--suite", "all")
     finally:
         stop(process)
-    assert sorted(results) == sorted(GENERIC_SCENARIOS)
-    assert failures(results) == {}
+    generic = {name: checks for name, checks in results.items() if name in GENERIC_SCENARIOS}
+    assert sorted(generic) == sorted(GENERIC_SCENARIOS)
+    assert failures(generic) == {}
