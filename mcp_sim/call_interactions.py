@@ -14,6 +14,7 @@ retries the call with its `inputResponses`, which are then the answers (SEP-2322
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from typing import Any
@@ -67,11 +68,12 @@ def connection_of(ctx: RequestContext) -> object:
 
 
 async def ask_client(ctx: RequestContext, interactions: Interactions, arguments: dict[str, Any],
-                     input_responses: dict[str, Any] | None = None) -> dict[str, Any]:
+                     input_responses: dict[str, Any] | None = None,
+                     request_state: str | None = None) -> dict[str, Any]:
     """Send the tool's requests to the client, in order roots, elicitation, sampling; what it answered."""
     context = TemplateContext(arguments, "", "")
     if not ctx.session.can_send_request:
-        return _answers_from_retry(ctx, interactions, context, input_responses or {})
+        return _answers_from_retry(ctx, interactions, context, input_responses or {}, request_state)
     answers: dict[str, Any] = {}
     if interactions.roots:
         answers["roots"] = await _roots(ctx)
@@ -83,42 +85,64 @@ async def ask_client(ctx: RequestContext, interactions: Interactions, arguments:
 
 
 def _answers_from_retry(ctx: RequestContext, interactions: Interactions, context: TemplateContext,
-                        responses: dict[str, Any]) -> dict[str, Any]:
-    """Stateless: the answers the retried call carries, or InputRequired naming the requests still open."""
+                        responses: dict[str, Any], request_state: str | None) -> dict[str, Any]:
+    """Stateless: the answers the retried call carries, or InputRequired naming the requests still open.
+
+    The answers so far travel in `requestState` (sealed against tampering by the SDK's RequestStateBoundary), so
+    a retry only has to carry what the last round asked. A request the client declared no capability for is
+    left out and answered None (unsupported); when that leaves nothing to ask, the call is the -32021 error."""
+    answers: dict[str, Any] = _state(request_state)
     requests: dict[str, types.InputRequest] = {}
-    answers: dict[str, Any] = {}
+    missing: list[str] = []
     keys = interactions.keys
+    wanted: list[tuple[str, types.ClientCapabilities, Any]] = []
     if interactions.roots:
-        if keys["roots"] in responses:
-            answers["roots"] = _dump(responses[keys["roots"]]).get("roots")
-        elif _capable(ctx, types.ClientCapabilities(roots=types.RootsCapability())):
-            requests[keys["roots"]] = types.ListRootsRequest()
-        else:
-            answers["roots"] = None
+        wanted.append(("roots", types.ClientCapabilities(roots=types.RootsCapability()), types.ListRootsRequest))
     if interactions.elicit is not None:
-        if keys["elicitation"] in responses:
-            answers["elicitation"] = _dump(responses[keys["elicitation"]])
-        else:
-            _require(ctx, types.ClientCapabilities(elicitation=types.ElicitationCapability()), "elicitation")
-            requests[keys["elicitation"]] = types.ElicitRequest(
-                params=types.ElicitRequestFormParams.model_validate(fill(interactions.elicit, context)))
+        form = types.ElicitRequestFormParams.model_validate(fill(interactions.elicit, context))
+        wanted.append(("elicitation", types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+                       lambda: types.ElicitRequest(params=form)))
     if interactions.sample is not None:
-        if keys["sampling"] in responses:
-            answers["sampling"] = _with_text(_dump(responses[keys["sampling"]]))
+        sampling = types.CreateMessageRequestParams.model_validate(fill(interactions.sample, context))
+        wanted.append(("sampling", types.ClientCapabilities(sampling=types.SamplingCapability()),
+                       lambda: types.CreateMessageRequest(params=sampling)))
+    for kind, capability, build in wanted:
+        if kind in answers:
+            continue
+        if keys[kind] in responses:
+            answers[kind] = _answer(kind, responses[keys[kind]])
+        elif _capable(ctx, capability):
+            requests[keys[kind]] = build()
         else:
-            _require(ctx, types.ClientCapabilities(sampling=types.SamplingCapability()), "sampling")
-            requests[keys["sampling"]] = types.CreateMessageRequest(
-                params=types.CreateMessageRequestParams.model_validate(fill(interactions.sample, context)))
+            missing.append(kind)
+    required = [kind for kind in missing if kind != "roots"]  # roots are optional: a server works without them
+    if required and not requests:
+        raise MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                       f"This tool needs the client capability {required[0]!r}, which the request did not declare",
+                       {"requiredCapabilities": {kind: {} for kind in required}})
+    for name in missing:
+        answers.setdefault(name, None)
     if requests:
-        raise InputRequired(types.InputRequiredResult(input_requests=requests))
+        raise InputRequired(types.InputRequiredResult(input_requests=requests,
+                                                      request_state=json.dumps(answers, sort_keys=True)))
     return answers
 
 
-def _require(ctx: RequestContext, capability: types.ClientCapabilities, name: str) -> None:
-    if not _capable(ctx, capability):
-        raise MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY,
-                       f"This tool needs the client capability {name!r}, which the request did not declare",
-                       {"requiredCapabilities": {name: {}}})
+def _state(request_state: str | None) -> dict[str, Any]:
+    """The answers of earlier rounds (plaintext: the SDK's boundary verified and unsealed the client's echo)."""
+    if not request_state:
+        return {}
+    try:
+        state = json.loads(request_state)
+    except json.JSONDecodeError:
+        raise MCPError(types.INVALID_PARAMS, "Invalid requestState") from None
+    return state if isinstance(state, dict) else {}
+
+
+def _answer(kind: str, response: Any) -> Any:
+    if kind == "roots":
+        return _dump(response).get("roots")
+    return _with_text(_dump(response)) if kind == "sampling" else _dump(response)
 
 
 def _dump(value: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
@@ -83,8 +84,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         interactions = tool.interactions
         try:
             # Before the answer, as a real tool would: ask the client, then report while "working".
-            client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses) \
-                if interactions.asks_client else None
+            client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses,
+                                      params.request_state) if interactions.asks_client else None
             await send_notifications(ctx, interactions.notifications, levels)
             if warmup is not None:
                 await warmup.wait(ctx.session.report_progress)
@@ -114,8 +115,11 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
                     **subscriptions.handlers(world_of))
     with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; 2025-11-25 clients still use it
         warnings.simplefilter("ignore")
-        return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                      on_call_tool=call_tool, **handlers)
+        server = Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                        on_call_tool=call_tool, **handlers)
+    # Stateless calls carry their earlier answers in requestState: sealed, so a client cannot forge them.
+    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name))
+    return server
 
 
 def request_world(ctx: RequestContext, world_scope: str) -> tuple[str, str | None]:

@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 import yaml
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from mcp_sim.errors import SpecError
 from mcp_sim.rehearsal.cassettes import Cassette
@@ -272,3 +273,21 @@ def test_bad_interactions_are_named_with_pointers(tmp_path: Path, x_sim: dict[st
         load_catalog([path])
     assert any(p.startswith(f"{path}#/tools/0 (tool 't'){expected}") for p in raised.value.problems), \
         raised.value.problems
+
+
+async def test_stateless_calls_ask_through_input_required_results_and_need_the_capability() -> None:
+    asked: list[str] = []
+
+    async def accept(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    # In-process, the client speaks 2026-07-28: no server-to-client requests, only input-required results.
+    async with Client(create_server(simulator(ScriptedEngine(), CONFORMANCE)), elicitation_callback=accept) as client:
+        assert client.protocol_version == "2026-07-28"
+        greeted = await client.call_tool("test_input_required_result_elicitation", {})
+        with pytest.raises(MCPError, match="needs the client capability 'sampling'") as refused:
+            await client.call_tool("test_missing_capability", {})
+    assert greeted.content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
+    assert asked == ["What is your name?"]
+    assert refused.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
