@@ -63,7 +63,8 @@ class LogLevels:
 
 
 def connection_of(ctx: RequestContext) -> object:
-    # The SDK exposes no public accessor for the connection a request came on; one per client.
+    """The client connection a request came on (one per client; it carries a 2025-11-25 HTTP session id)."""
+    # The SDK exposes no public accessor for it.
     return getattr(ctx.session, "_connection", ctx.session)
 
 

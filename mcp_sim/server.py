@@ -29,6 +29,7 @@ from mcp_sim.call_interactions import (
     InputRequired,
     LogLevels,
     ask_client,
+    connection_of,
     send_notifications,
     shaped,
 )
@@ -108,7 +109,9 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         return to_call_tool_result(result)
 
     # The specs' resources, templates and prompts, and sim://world (mcp_sim.resource_server).
-    world_of = lambda ctx: request_world(ctx, world_scope)  # noqa: E731
+    def world_of(ctx: RequestContext) -> tuple[str, str | None]:
+        return request_world(ctx, world_scope)
+
     handlers = surface_handlers(simulator, world_of, scheduler, expose_world)
     # A simulated server has every feature a real one may have, so any client can be rehearsed against it.
     handlers.update(logging_handler(levels), **completion_handler(simulator.catalog),
@@ -138,9 +141,7 @@ def _meta_text(ctx: RequestContext, key: str) -> str | None:
 
 def transport_session_id(ctx: RequestContext) -> str | None:
     """The `Mcp-Session-Id` of a 2025-11-25 HTTP session, else None (stdio, stateless HTTP)."""
-    # The SDK exposes no public accessor for the connection that carries the id.
-    connection = getattr(ctx.session, "_connection", None)
-    session_id = getattr(connection, "session_id", None)
+    session_id = getattr(connection_of(ctx), "session_id", None)
     return str(session_id) if session_id else None
 
 
