@@ -35,6 +35,12 @@ class SimulationResult:
     observation: str | None = None
     # The answer has no content block at all (an `empty` fault); `text` is then unused.
     no_content: bool = False
+    # The MCP content blocks (as on the wire) when the answer is more than one plain text block: images,
+    # audio, resources, several blocks, annotations. `text` is then what the model sees of them
+    # (mcp_sim.content.content_text); a fault that rewrites `text` makes the MCP layer send the text instead.
+    content: list[dict[str, Any]] | None = None
+    # _meta keys of the result besides mcp-sim's own (a fixture's or a recorded result's), sent as they are.
+    result_meta: dict[str, Any] | None = None
 
 
 @dataclass
@@ -53,6 +59,9 @@ class Call:
     # How many turns of this spec file the world held before this call, also those left out of prompts:
     # `world.turns[source][:turns_before]` is the whole history this call was answered after.
     turns_before: int = 0
+    # What the client answered to the requests the tool sent it before answering (elicitation, sampling,
+    # roots: mcp_sim.interactions); part of the action the model sees and of the world's history.
+    client: dict[str, Any] | None = None
     # The live data of this spec file in this world, and what it says about this call (x-sim.state).
     live: LiveData | None = None
     state: StatePlan | None = None

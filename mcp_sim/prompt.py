@@ -47,8 +47,12 @@ class Turn:
     observation: str
 
 
-def render_action(name: str, arguments: dict[str, Any]) -> str:
-    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+def render_action(name: str, arguments: dict[str, Any], client: dict[str, Any] | None = None) -> str:
+    """The call as the model sees it; with what the client answered to the tool's own requests, if any."""
+    action: dict[str, Any] = {"name": name, "arguments": arguments}
+    if client:
+        action["client"] = client
+    return json.dumps(action, ensure_ascii=False)
 
 
 def render_observation(structured: Any | None, text: str) -> str:

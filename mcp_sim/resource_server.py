@@ -1,7 +1,9 @@
 """The MCP handlers for the specs' resources, resource templates and prompts, and the optional `sim://world`.
 
-Prompts and resources with content are served as written; every other read is a call in the caller's world,
-answered by the simulator (Simulator.read_resource) under the same scheduler as tools/call.
+Prompts, resources with content and template reads a fixture answers are served as written; every other read
+is a call in the caller's world, answered by the simulator (Simulator.read_resource) under the same scheduler
+as tools/call. The handlers are there even when the specs declare none (empty lists): a simulated server has
+every feature a real one may have.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_sim.calls import META_KEY, SimulationResult
 from mcp_sim.errors import BusyError, McpSimError
 from mcp_sim.resource_reads import UnknownResourceError, read_target
-from mcp_sim.resources import ResourceSpec, Surface, find_prompt, prompt_problem
+from mcp_sim.resources import ResourceSpec, Surface, TemplateSpec, find_prompt, prompt_problem
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import Simulator
 
@@ -37,15 +39,19 @@ RESOURCE_NOT_FOUND = types.INVALID_PARAMS
 
 def surface_handlers(simulator: Simulator, world_of: WorldOf, scheduler: FairScheduler,
                      expose_world: bool = False) -> dict[str, Any]:
-    """The `on_*` keyword arguments of the low-level Server for what the specs declare besides tools (none
-    when they declare nothing and the world is not exposed, so no capability is advertised in vain)."""
+    """The `on_*` keyword arguments of the low-level Server for what the specs declare besides tools."""
     surfaces = [spec_set.surface for spec_set in simulator.catalog.spec_sets]
-    handlers: dict[str, Any] = {}
-    if expose_world or any(s.resources or s.templates for s in surfaces):
-        handlers.update(_resource_handlers(simulator, surfaces, world_of, scheduler, expose_world))
-    if any(s.prompts for s in surfaces):
-        handlers.update(_prompt_handlers(surfaces))
-    return handlers
+    return {**_resource_handlers(simulator, surfaces, world_of, scheduler, expose_world),
+            **_prompt_handlers(surfaces)}
+
+
+def written_uri(simulator: Simulator, uri: str) -> bool:
+    """Whether the spec writes what URI holds (a resource with content): no call changes it."""
+    try:
+        target = read_target(simulator.catalog, uri)
+    except UnknownResourceError:
+        return False
+    return isinstance(target, ResourceSpec) and target.has_content
 
 
 def _resource_handlers(simulator: Simulator, surfaces: list[Surface], world_of: WorldOf,
@@ -74,6 +80,9 @@ def _resource_handlers(simulator: Simulator, surfaces: list[Surface], world_of: 
                            f"{len(resources)} resource(s) and {len(templates)} template(s))", {"uri": uri}) from None
         if isinstance(target, ResourceSpec) and target.has_content:
             return types.ReadResourceResult(contents=[_written_contents(target)])
+        written = target.written(uri) if isinstance(target, TemplateSpec) else None
+        if written is not None:
+            return types.ReadResourceResult(contents=[written])
         world, scenario = world_of(ctx)
         result = await _read_in_world(simulator, scheduler, uri, world, scenario)
         return types.ReadResourceResult(contents=[types.TextResourceContents(

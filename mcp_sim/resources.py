@@ -1,5 +1,13 @@
 """A spec file's MCP resources, resource templates and prompts: parsed and checked with pointers, then
-served as written (prompts, resources with content) or left to the world model (the other reads)."""
+served as written (prompts, resources with content, template reads a fixture answers) or left to the world
+model (the other reads).
+
+`x-sim` on a template or prompt (never advertised):
+    x-sim:
+      fixtures: [{match: {id: "123"}, text: '{"id": "{{id}}"}'}]   # template reads answered as written;
+                                                                    # match: the variables that must be equal
+      completions: {id: ["123", "456"]}                             # completion/complete values per variable
+"""
 
 from __future__ import annotations
 
@@ -18,8 +26,10 @@ from pydantic import AnyUrl, BaseModel, TypeAdapter, ValidationError
 SURFACE_FIELDS = {"resources", "resourceTemplates", "prompts"}
 RESOURCE_FIELDS = {"uri", "name", "title", "description", "mimeType", "size", "icons", "annotations", "_meta"}
 CONTENT_FIELDS = {"text", "blob"}
-TEMPLATE_FIELDS = {"uriTemplate", "name", "title", "description", "mimeType", "icons", "annotations", "_meta"}
-PROMPT_FIELDS = {"name", "title", "description", "arguments", "icons", "_meta", "messages"}
+TEMPLATE_FIELDS = {"uriTemplate", "name", "title", "description", "mimeType", "icons", "annotations", "_meta", "x-sim"}
+PROMPT_FIELDS = {"name", "title", "description", "arguments", "icons", "_meta", "messages", "x-sim"}
+TEMPLATE_X_SIM_FIELDS = {"fixtures", "completions"}
+TEMPLATE_FIXTURE_FIELDS = {"match", "text", "blob", "mimeType"}
 ARGUMENT_FIELDS = {"name", "title", "description", "required"}
 # The simulator's own resource (--expose-world); a spec may not shadow it.
 RESERVED_URIS = {"sim://world"}
@@ -45,16 +55,42 @@ class ResourceSpec:
         return self.declared.get("mimeType")
 
 
+@dataclass(frozen=True)
+class TemplateFixture:
+    """A read through a template answered as written: when the URI's variables include `match`."""
+
+    match: dict[str, str]
+    text: str | None = None
+    blob: str | None = None
+    mime_type: str | None = None
+
+
 @dataclass
 class TemplateSpec:
     uri_template: str
     declared: dict[str, Any]
     matcher: UriTemplate = field(repr=False)
     source: str = ""
+    fixtures: list[TemplateFixture] = field(default_factory=list)
+    completions: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def mime_type(self) -> str | None:
         return self.declared.get("mimeType")
+
+    def written(self, uri: str) -> types.TextResourceContents | types.BlobResourceContents | None:
+        """The contents a fixture gives a read of URI ({{variable}} filled from it), or None."""
+        variables = self.matcher.match(uri)
+        if variables is None:
+            return None
+        values = {name: value if isinstance(value, str) else ",".join(value) for name, value in variables.items()}
+        for fixture in self.fixtures:
+            if all(values.get(name) == value for name, value in fixture.match.items()):
+                mime_type = fixture.mime_type or self.mime_type
+                if fixture.blob is not None:
+                    return types.BlobResourceContents(uri=uri, mime_type=mime_type, blob=fixture.blob)
+                return types.TextResourceContents(uri=uri, mime_type=mime_type, text=_fill(fixture.text, values))
+        return None
 
 
 @dataclass
@@ -63,6 +99,7 @@ class PromptSpec:
     declared: dict[str, Any]  # the Prompt as prompts/list advertises it (no messages)
     messages: list[dict[str, Any]]
     source: str = ""
+    completions: dict[str, list[str]] = field(default_factory=dict)
 
     def required(self) -> list[str]:
         return [a["name"] for a in self.declared.get("arguments") or [] if a.get("required")]
@@ -149,11 +186,63 @@ def _parse_template(raw: Any, where: str, problems: list[str]) -> TemplateSpec |
     declared = _declared(raw, where, TEMPLATE_FIELDS, "resource template", problems)
     if declared is None:
         return None
+    x_sim = declared.pop("x-sim", None)
     _check_model(types.ResourceTemplate, declared, where, problems)
     matcher = _parse_uri_template(declared.get("uriTemplate"), f"{where}/uriTemplate", problems)
     if len(problems) > before or matcher is None:
         return None
-    return TemplateSpec(str(declared["uriTemplate"]), declared, matcher)
+    names = set(matcher.variable_names)
+    fixtures, completions = _template_x_sim(x_sim, names, f"{where}/x-sim", problems)
+    if len(problems) > before:
+        return None
+    return TemplateSpec(str(declared["uriTemplate"]), declared, matcher, fixtures=fixtures, completions=completions)
+
+
+def _template_x_sim(raw: Any, names: set[str], where: str,
+                    problems: list[str]) -> tuple[list[TemplateFixture], dict[str, list[str]]]:
+    if raw is None:
+        return [], {}
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: must be a mapping with any of {', '.join(sorted(TEMPLATE_X_SIM_FIELDS))}")
+        return [], {}
+    for key in sorted(set(raw) - TEMPLATE_X_SIM_FIELDS):
+        problems.append(f"{where}/{key}: unknown field (allowed: {', '.join(sorted(TEMPLATE_X_SIM_FIELDS))})")
+    fixtures = []
+    raw_fixtures = raw.get("fixtures") or []
+    if not isinstance(raw_fixtures, list):
+        problems.append(f"{where}/fixtures: must be a list of {{match, text | blob, mimeType?}}")
+        raw_fixtures = []
+    for index, item in enumerate(raw_fixtures):
+        here = f"{where}/fixtures/{index}"
+        if not isinstance(item, dict) or not isinstance(item.get("match", {}), dict):
+            problems.append(f"{here}: must be {{match: {{VARIABLE: VALUE}}, text | blob}}")
+            continue
+        for key in sorted(set(item) - TEMPLATE_FIXTURE_FIELDS):
+            problems.append(f"{here}/{key}: unknown field (allowed: {', '.join(sorted(TEMPLATE_FIXTURE_FIELDS))})")
+        match = item.get("match", {})
+        for name in sorted(set(match) - names):
+            problems.append(f"{here}/match/{name}: the template has no variable {name!r} "
+                            f"(it has: {', '.join(sorted(names))})")
+        if (item.get("text") is None) == (item.get("blob") is None):
+            problems.append(f"{here}: give 'text' or 'blob'")
+        _check_content(item.get("text"), item.get("blob"), here, problems)
+        for name in sorted(set(PLACEHOLDER_RE.findall(str(item.get("text") or ""))) - names):
+            problems.append(f"{here}/text: placeholder {{{{{name}}}}} names no variable of the template")
+        fixtures.append(TemplateFixture({k: str(v) for k, v in match.items()}, item.get("text"), item.get("blob"),
+                                        item.get("mimeType")))
+    return fixtures, _completions(raw.get("completions"), names, f"{where}/completions", problems)
+
+
+def _completions(raw: Any, names: set[str], where: str, problems: list[str]) -> dict[str, list[str]]:
+    """`x-sim.completions`: {NAME: [values]} for completion/complete, NAME a variable or argument."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+        problems.append(f"{where}: must map each name to a list of values")
+        return {}
+    for name in sorted(set(raw) - names):
+        problems.append(f"{where}/{name}: names nothing completable here (names: {', '.join(sorted(names))})")
+    return {str(name): [str(value) for value in values] for name, values in raw.items()}
 
 
 def _parse_uri_template(raw: Any, where: str, problems: list[str]) -> UriTemplate | None:
@@ -178,12 +267,19 @@ def _parse_prompt(raw: Any, where: str, problems: list[str]) -> PromptSpec | Non
     if declared is None:
         return None
     raw_messages = declared.pop("messages", None)
+    x_sim = declared.pop("x-sim", None)
     _check_model(types.Prompt, declared, where, problems)
     names = _argument_names(declared.get("arguments"), f"{where}/arguments", problems)
     messages = _parse_messages(raw_messages, names, f"{where}/messages", problems)
+    completions: dict[str, list[str]] = {}
+    if x_sim is not None:
+        if not isinstance(x_sim, dict) or set(x_sim) - {"completions"}:
+            problems.append(f"{where}/x-sim: must be a mapping with 'completions'")
+        else:
+            completions = _completions(x_sim.get("completions"), names, f"{where}/x-sim/completions", problems)
     if len(problems) > before:
         return None
-    return PromptSpec(str(declared["name"]), declared, messages)
+    return PromptSpec(str(declared["name"]), declared, messages, completions=completions)
 
 
 def _argument_names(raw: Any, where: str, problems: list[str]) -> set[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,12 +19,25 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
 
 from mcp_sim import __version__
+from mcp_sim.call_interactions import (
+    ClientRefused,
+    InputRequired,
+    LogLevels,
+    ask_client,
+    connection_of,
+    send_notifications,
+    shaped,
+)
+from mcp_sim.content import content_text
 from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
-from mcp_sim.resource_server import surface_handlers
+from mcp_sim.resource_server import surface_handlers, written_uri
 from mcp_sim.scheduler import FairScheduler
+from mcp_sim.server_features import Subscriptions, completion_handler, logging_handler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
 from mcp_sim.worlds.routing import choose_world
 
@@ -55,33 +69,60 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     """
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
+    levels = LogLevels()
+    subscriptions = Subscriptions()
 
     async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: RequestContext,
+                        params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         world, scenario = request_world(ctx, world_scope)
         try:
-            simulator.tool(params.name)
+            tool = simulator.tool(params.name)
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        interactions = tool.interactions
         try:
+            # Before the answer, as a real tool would: ask the client, then report while "working".
+            client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses,
+                                      params.request_state) if interactions.asks_client else None
+            await send_notifications(ctx, interactions.notifications, levels)
             if warmup is not None:
                 await warmup.wait(ctx.session.report_progress)
             async with scheduler.slot(world):
-                result = await _simulate_off_loop(simulator, ctx, params, world, scenario)
+                result = await _simulate_off_loop(simulator, ctx, params, world, scenario, client)
+        except InputRequired as needed:  # stateless: the client answers the requests and calls again
+            return needed.result
+        except ClientRefused as exc:
+            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "client",
+                                                                               "world": world}})
         except ProtocolFault as exc:  # an injected fault: the client gets the JSON-RPC error it asked for
             raise MCPError(exc.code, exc.message) from None
         except (BusyError, EngineError) as exc:
             stage = "queue" if isinstance(exc, BusyError) else "engine"
             result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": stage,
                                                                                "world": world}})
+        result = shaped(result, interactions)
+        if result.observation is not None and not result.is_error:
+            await subscriptions.changed(world, tool, lambda uri: written_uri(simulator, uri))
         return to_call_tool_result(result)
 
     # The specs' resources, templates and prompts, and sim://world (mcp_sim.resource_server).
-    handlers = surface_handlers(simulator, lambda ctx: request_world(ctx, world_scope), scheduler, expose_world)
-    return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                  on_call_tool=call_tool, **handlers)
+    def world_of(ctx: RequestContext) -> tuple[str, str | None]:
+        return request_world(ctx, world_scope)
+
+    handlers = surface_handlers(simulator, world_of, scheduler, expose_world)
+    # A simulated server has every feature a real one may have, so any client can be rehearsed against it.
+    handlers.update(logging_handler(levels), **completion_handler(simulator.catalog),
+                    **subscriptions.handlers(world_of))
+    with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; 2025-11-25 clients still use it
+        warnings.simplefilter("ignore")
+        server = Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                        on_call_tool=call_tool, **handlers)
+    # Stateless calls carry their earlier answers in requestState: sealed, so a client cannot forge them.
+    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name))
+    return server
 
 
 def request_world(ctx: RequestContext, world_scope: str) -> tuple[str, str | None]:
@@ -100,14 +141,13 @@ def _meta_text(ctx: RequestContext, key: str) -> str | None:
 
 def transport_session_id(ctx: RequestContext) -> str | None:
     """The `Mcp-Session-Id` of a 2025-11-25 HTTP session, else None (stdio, stateless HTTP)."""
-    # The SDK exposes no public accessor for the connection that carries the id.
-    connection = getattr(ctx.session, "_connection", None)
-    session_id = getattr(connection, "session_id", None)
+    session_id = getattr(connection_of(ctx), "session_id", None)
     return str(session_id) if session_id else None
 
 
 async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: types.CallToolRequestParams,
-                             world: str, scenario: str | None) -> SimulationResult:
+                             world: str, scenario: str | None,
+                             client: dict[str, Any] | None = None) -> SimulationResult:
     """Run the blocking model call in a worker thread; report progress; stop decoding when cancelled."""
     cancel = threading.Event()
     last_report = [0.0]
@@ -126,7 +166,7 @@ async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: 
     def run() -> SimulationResult:
         try:
             return simulator.simulate(params.name, params.arguments, world, on_progress=on_progress,
-                                      cancel=cancel, scenario=scenario)
+                                      cancel=cancel, scenario=scenario, client=client)
         except ProtocolFault:
             raise
         except McpSimError as exc:
@@ -151,6 +191,12 @@ def _engine_failure(message: str, world: str) -> SimulationResult:
 
 def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:
     content: list[types.ContentBlock] = [] if result.no_content else [types.TextContent(type="text", text=result.text)]
+    # The blocks as written or recorded, unless a fault rewrote the text they stand for since.
+    if result.content is not None and not result.no_content and result.text == content_text(result.content):
+        content = [CONTENT_BLOCK.validate_python(block) for block in result.content]
     return types.CallToolResult(content=content,
                                 structured_content=result.structured, is_error=result.is_error,
-                                _meta=result.meta)
+                                _meta={**(result.result_meta or {}), **result.meta})
+
+
+CONTENT_BLOCK: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)

@@ -106,12 +106,13 @@ class Simulator:
 
     def simulate(self, name: str, arguments: dict[str, Any] | None, world: str = DEFAULT_WORLD,
                  on_progress: Callable[[int, int], None] | None = None,
-                 cancel: threading.Event | None = None, scenario: str | None = None) -> SimulationResult:
+                 cancel: threading.Event | None = None, scenario: str | None = None,
+                 client: dict[str, Any] | None = None) -> SimulationResult:
         """Answer one call. A tool failure (bad arguments, an answer that never fit) is an is_error result;
         an unknown tool raises UnknownToolError, and an engine that cannot answer raises EngineError. The
         world is created from `scenario` (default: the server's) on its first call; a bad world or scenario
-        name is an is_error result too."""
-        return self.answer_call(self.tool(name), arguments, world, on_progress, cancel, scenario)
+        name is an is_error result too. `client` is what the client answered to the tool's own requests."""
+        return self.answer_call(self.tool(name), arguments, world, on_progress, cancel, scenario, client)
 
     def read_resource(self, uri: str, world: str = DEFAULT_WORLD,
                       on_progress: Callable[[int, int], None] | None = None,
@@ -122,7 +123,7 @@ class Simulator:
 
     def answer_call(self, tool: ToolSpec, arguments: dict[str, Any] | None, world: str,
                     on_progress: Callable[[int, int], None] | None, cancel: threading.Event | None,
-                    scenario: str | None) -> SimulationResult:
+                    scenario: str | None, client: dict[str, Any] | None = None) -> SimulationResult:
         arguments = {} if arguments is None else arguments
         started = time.perf_counter()
         base_meta: dict[str, Any] = {"simulated": True, "model": self.engine.name, "world": world}
@@ -134,7 +135,7 @@ class Simulator:
         except WorldError as exc:
             return SimulationResult(str(exc), is_error=True, meta={META_KEY: {**base_meta, "stage": "world"}})
         with state.lock:
-            call = self._call(tool, arguments, state, on_progress, cancel)
+            call = self._call(tool, arguments, state, on_progress, cancel, client)
             with deadline(self.options.call_timeout, call.cancel) as limit:
                 result, source = self._answer(call)
             if limit.expired.is_set() and result.observation is None:  # stopped by the limit, not answered
@@ -152,13 +153,14 @@ class Simulator:
         return f"Input validation error for tool '{tool.name}': {message}" if message else None
 
     def _call(self, tool: ToolSpec, arguments: dict[str, Any], world: World,
-              on_progress: Callable[[int, int], None] | None, cancel: threading.Event | None) -> Call:
+              on_progress: Callable[[int, int], None] | None, cancel: threading.Event | None,
+              client: dict[str, Any] | None = None) -> Call:
         spec_set = tool.spec_set
         assert spec_set is not None
-        call = Call(tool, arguments, world, spec_set.source, world.calls + 1, render_action(tool.name, arguments),
-                    self.system_prompt(spec_set, world.scenario), world.history(spec_set.source),
-                    self.options.seed, cancel or threading.Event(), on_progress,
-                    len(world.turns.get(spec_set.source, [])))
+        call = Call(tool, arguments, world, spec_set.source, world.calls + 1,
+                    render_action(tool.name, arguments, client), self.system_prompt(spec_set, world.scenario),
+                    world.history(spec_set.source), self.options.seed, cancel or threading.Event(), on_progress,
+                    len(world.turns.get(spec_set.source, [])), client)
         if self.state.effect(tool.name) is not None:
             call.live = self.live_data(world, spec_set)
             call.state = self.state.plan(tool.name, arguments, call.live, world.name)

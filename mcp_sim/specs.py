@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from mcp_sim.errors import SpecError
+from mcp_sim.interactions import INTERACTION_FIELDS, Interactions, parse_interactions
 from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
 from mcp_sim.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
 from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_world
@@ -39,7 +40,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-X_SIM_FIELDS = {"examples", "fixtures", "faults", "state"}
+X_SIM_FIELDS = {"examples", "fixtures", "faults", "state", *INTERACTION_FIELDS}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 
@@ -70,6 +71,8 @@ class ToolSpec:
     faults: list[FaultRule] = field(default_factory=list)  # x-sim.faults: this tool's bad days
     # x-sim.state: how the tool touches its world's live data (None: inferred from its name, or nothing).
     state: StateEffect | None = None
+    # x-sim content, notifications and requests to the client (mcp_sim.interactions).
+    interactions: Interactions = field(default_factory=Interactions)
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
@@ -266,12 +269,14 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     fixtures = _parse_fixtures(raw.get("x-sim"), ToolShape(name, input_schema, output_schema), label, problems)
     faults = _parse_faults(raw.get("x-sim"), name, f"{where}/x-sim/faults", problems)
     state = _parse_state(raw.get("x-sim"), f"{label}/x-sim/state", problems)
+    x_sim = raw.get("x-sim")
+    interactions = parse_interactions(x_sim, label, problems) if isinstance(x_sim, dict) else Interactions()
     if len(problems) > before:
         return None
     assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
-                    examples=examples, fixtures=fixtures, faults=faults, state=state,
+                    examples=examples, fixtures=fixtures, faults=faults, state=state, interactions=interactions,
                     declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
@@ -293,7 +298,7 @@ def _parse_examples(raw: Any, label: str, input_schema: Any, output_schema: Any,
     if raw is None:
         return []
     if not isinstance(raw, dict) or set(raw) - X_SIM_FIELDS:
-        problems.append(f"{label}/x-sim: must be a mapping with 'examples', 'fixtures', 'faults' and/or 'state'")
+        problems.append(f"{label}/x-sim: must be a mapping with any of {', '.join(sorted(X_SIM_FIELDS))}")
         return []
     raw_examples = raw.get("examples") or []
     if not isinstance(raw_examples, list):

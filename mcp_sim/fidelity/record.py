@@ -67,6 +67,8 @@ def wire_result(result: types.CallToolResult) -> dict[str, Any]:
     if "structuredContent" in data:
         kept["structuredContent"] = data["structuredContent"]
     kept["isError"] = bool(data.get("isError", False))
+    if data.get("_meta"):  # replayed as recorded (cassettes)
+        kept["_meta"] = data["_meta"]
     return kept
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from mcp_sim import prompt
 from mcp_sim.calls import META_KEY, Call, SimulationResult
+from mcp_sim.content import content_text, is_plain_text
 from mcp_sim.prompt import render_error, render_observation
 from mcp_sim.rehearsal.cache import CacheError, ResponseCache, cache_key, json_digest
 from mcp_sim.rehearsal.canonical import canonical_json
@@ -30,11 +31,13 @@ FAULT_META = "faults"  # the labels mcp_sim.rehearsal.fault_hook puts there
 
 
 def _answer(tool: ToolSpec, text: str, structured: dict[str, Any] | None, is_error: bool,
-            meta: dict[str, Any]) -> SimulationResult:
+            meta: dict[str, Any], content: list[dict[str, Any]] | None = None,
+            result_meta: dict[str, Any] | None = None) -> SimulationResult:
     """An answer recorded in the world's history in the form the model's own answers take."""
     observation = render_error(text, tool.output_schema is not None) if is_error else \
         render_observation(structured, text)
-    return SimulationResult(text, structured, is_error, meta=meta, observation=observation)
+    return SimulationResult(text, structured, is_error, meta=meta, observation=observation, content=content,
+                            result_meta=result_meta)
 
 
 class FixtureSource:
@@ -47,13 +50,14 @@ class FixtureSource:
 
     def answer(self, call: Call) -> SimulationResult | None:
         found = self.fixtures.answer(call.tool.name, call.arguments, world=call.world.name,
-                                     call_number=call.number, seed=call.seed)
+                                     call_number=call.number, seed=call.seed, client=call.client)
         if found is None:
             return None
         meta = {"fixture": found.fixture.where}
         if found.is_error and not found.fixture.is_error:  # filled, it broke the outputSchema: a spec bug
             return SimulationResult(found.text, is_error=True, meta={**meta, "stage": "fixture"})
-        return _answer(call.tool, found.text, found.structured, found.is_error, meta)
+        return _answer(call.tool, found.text, found.structured, found.is_error, meta, found.content,
+                       found.fixture.result_meta)
 
 
 class CassetteSource:
@@ -77,8 +81,13 @@ class CassetteSource:
         meta: dict[str, Any] = {"cassette": real.origin}
         if real.protocol_error is not None:
             meta["protocol_error"] = real.protocol_error
-        return SimulationResult(real.text, real.structured, real.is_error, meta=meta,
-                                observation=real.turn().observation)
+        # Replayed byte for byte: every block (images, resources, annotations) and the recorded _meta.
+        content = None if not real.content or is_plain_text(real.content) else real.content
+        text = real.text if content is None else content_text(content)
+        recorded_meta = real.result.get("_meta")
+        return SimulationResult(text, real.structured, real.is_error, meta=meta,
+                                observation=real.turn().observation, content=content,
+                                result_meta=recorded_meta if isinstance(recorded_meta, dict) else None)
 
 
 def _played(call: Call, recorded: list[RecordedCall]) -> int:
@@ -114,7 +123,9 @@ class CacheKeys:
         history = call.world.turns.get(call.source, [])[:call.turns_before]
         return cache_key(model_hash=self.model_hash, prompt_version=self.prompt_version,
                          spec_digest=json_digest(call.system), history=history, tool=call.tool.name,
-                         arguments=call.arguments, seed=call.seed, options_digest=self.options_digest,
+                         # What the client answered during the call changes the answer as arguments do.
+                         arguments={**call.arguments, "mcp-sim/client": call.client} if call.client
+                         else call.arguments, seed=call.seed, options_digest=self.options_digest,
                          state=call.state_digest)
 
 

@@ -1,4 +1,4 @@
-"""Templates in fixture results: `{{arguments.NAME}}`, `{{now}}` and `{{uuid}}`, filled per call.
+"""Templates in fixture results: `{{arguments.NAME}}`, `{{client.KIND...}}`, `{{now}}` and `{{uuid}}`, filled per call.
 
 A small regex substitution rather than a template engine: three names need no expression language,
 nothing has to be sandboxed, unknown names are found at load with a pointer, and a string that is one
@@ -6,7 +6,9 @@ whole template keeps the argument's JSON type ("{{arguments.limit}}" fills the n
 so filled results still fit an outputSchema. Inside longer text a value is written as text (strings as
 they are, anything else as JSON). An argument the call lacks fills null, or nothing inside text.
 `{{uuid}}` is one id per call (the same wherever it appears in a result), derived from the seed, the
-world and the call number, so a rehearsal run twice gets the same ids.
+world and the call number, so a rehearsal run twice gets the same ids. `{{client.elicitation.action}}`,
+`{{client.elicitation.content}}`, `{{client.sampling.text}}` and `{{client.roots}}` are what the client
+answered to the requests the tool sent it during the call (mcp_sim.interactions); absent, they fill null.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ import json
 import re
 import uuid as uuid_module
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_sim.rehearsal.canonical import canonical_json
 
 TEMPLATE_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 ARGUMENT_RE = re.compile(r"arguments((?:\.[^.\s]+)+)")
-KNOWN = "{{arguments.NAME}} (dotted paths reach inside), {{now}} or {{uuid}}"
+CLIENT_RE = re.compile(r"client((?:\.[^.\s]+)+)")
+KNOWN = ("{{arguments.NAME}} (dotted paths reach inside), {{client.elicitation.action}} and the like, {{now}} "
+         "or {{uuid}}")
 
 JsonPath = tuple[str | int, ...]
 
@@ -33,6 +37,8 @@ class TemplateContext:
     arguments: dict[str, Any]
     now: str  # ISO 8601 with a UTC offset
     uuid: str
+    # What the client answered to this call's server-initiated requests (elicitation, sampling, roots).
+    client: dict[str, Any] = field(default_factory=dict)
 
 
 def fill(value: Any, context: TemplateContext) -> Any:
@@ -83,9 +89,12 @@ def _lookup(expression: str, context: TemplateContext) -> Any:
     if expression == "uuid":
         return context.uuid
     match = ARGUMENT_RE.fullmatch(expression)
+    value: Any = context.arguments
+    if match is None:
+        match = CLIENT_RE.fullmatch(expression)
+        value = context.client
     if match is None:  # checked at load; left as written rather than failing a call
         return "{{" + expression + "}}"
-    value: Any = context.arguments
     for segment in match.group(1)[1:].split("."):
         value = _step(value, segment)
     return value
@@ -106,7 +115,7 @@ def _as_text(value: Any) -> str:
 
 
 def _expression_problem(expression: str, argument_names: set[str] | None) -> str | None:
-    if expression in ("now", "uuid"):
+    if expression in ("now", "uuid") or CLIENT_RE.fullmatch(expression):
         return None
     match = ARGUMENT_RE.fullmatch(expression)
     if match is None:
