@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
 from mcp_sim.errors import McpSimError
-from mcp_sim.simulator import META_KEY, SimulationResult
+from mcp_sim.result import META_KEY, SimulationResult
 
 logger = logging.getLogger(__name__)
 
