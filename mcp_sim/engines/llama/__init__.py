@@ -89,6 +89,10 @@ class LlamaEngine:
         self._load_lock = threading.Lock()
 
     @property
+    def capacity(self) -> int:
+        return self.slots  # the batched decoder's sequences; with one slot, calls take turns
+
+    @property
     def context_size(self) -> int:
         return self.n_ctx
 
