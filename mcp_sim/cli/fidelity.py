@@ -173,7 +173,7 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
 @click.option("--session", "only_sessions", multiple=True, help="Replay only these sessions (repeatable).")
 @click.option("--max-steps", type=click.IntRange(1), default=None,
               help="Replay only the first N steps of each session.")
-@click.option("--rel-tol", type=click.FloatRange(0), default=0.1, show_default=True,
+@click.option("--rel-tol", type=click.FloatRange(0), default=defaults.REL_TOL, show_default=True,
               help="Relative tolerance for numbers.")
 @click.option("--judge", "use_judge", is_flag=True, help="Also rate each step with an LLM judge (five "
               "AgentWorldBench dimensions).")
