@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +113,7 @@ def _write_checked(document: dict[str, Any], path: Path) -> None:
     except Exception:
         scratch.unlink()
         raise
-    os.replace(scratch, path)
+    scratch.replace(path)
 
 
 def _read_document(path: Path) -> dict[str, Any]:
