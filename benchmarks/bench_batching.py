@@ -83,7 +83,8 @@ def run(slots: int, sessions: int, calls: int, threads: int) -> dict[str, Any]:
     engine.close()
     means = [statistics.mean(values) for values in per_session.values()]
     return {"slots": slots, "sessions": sessions, "calls": sessions * calls, "seconds": elapsed,
-            "calls_per_s": sessions * calls / elapsed, "p50": statistics.median(sum(per_session.values(), [])),
+            "calls_per_s": sessions * calls / elapsed,
+            "p50": statistics.median([v for values in per_session.values() for v in values]),
             "worst": max(means) / statistics.median(means), "steps": steps,
             "evaluated": tokens["evaluated"] / (sessions * calls),
             "generated": tokens["generated"] / (sessions * calls)}

@@ -68,7 +68,7 @@ def run_mcp_sim(calls_per_session: int, threads: int) -> tuple[Run, list[Any], d
     catalog = load_catalog([SPEC])
     engine = LlamaEngine(default_model_path(), n_ctx=CTX, n_threads=threads)
     engine.load()
-    model_time = _instrument_llama(engine._llama)  # noqa: SLF001
+    model_time = _instrument_llama(engine._llama)
     simulator = Simulator(catalog, engine, SimOptions(temperature=0.0, max_tokens=MAX_TOKENS, attempts=1,
                                                       expose_prompt=True))
     run, prompts = Run(), []
@@ -117,7 +117,7 @@ def run_naive(prompts: list[Any], threads: int) -> Run:
     llm = llama_cpp.Llama(str(default_model_path()), n_ctx=CTX, n_threads=threads, verbose=False, seed=0)
     run = Run()
     for session, index, messages in prompts:
-        cached_before = list(llm._input_ids)  # noqa: SLF001
+        cached_before = list(llm._input_ids)
         started = time.perf_counter()
         stream = llm.create_chat_completion(messages=messages, max_tokens=MAX_TOKENS, temperature=0.0,
                                             response_format={"type": "json_object", "schema": schema},
@@ -158,9 +158,8 @@ def run_raw_late_call(prompts: list[Any], sim: Run, threads: int, tries: int = 3
         llm.reset()
         llm.eval(tokens[:kept])  # the resumed state: not timed
         started = time.perf_counter()
-        produced = 0
-        for _token in llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.1, grammar=grammar):
-            produced += 1
+        generated = llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.1, grammar=grammar)
+        for produced, _token in enumerate(generated, start=1):
             if produced >= call.generated:
                 break
         best = min(best, time.perf_counter() - started)
@@ -174,7 +173,7 @@ def _prompt_tokens(llm: Any, messages: list[dict[str, str]]) -> list[int]:
 
     eos, bos = llm.token_eos(), llm.token_bos()
     formatter = Jinja2ChatFormatter(llm.metadata["tokenizer.chat_template"],
-                                    llm._model.token_get_text(eos), llm._model.token_get_text(bos))  # noqa: SLF001
+                                    llm._model.token_get_text(eos), llm._model.token_get_text(bos))
     prompt = formatter(messages=messages)
     return list(llm.tokenize(prompt.prompt.encode(), add_bos=not prompt.added_special, special=True))
 

@@ -121,7 +121,7 @@ async def run_session(name: str, session: str, trace: Path, train: bool) -> None
     server, calls = SERVERS[name]
     with tempfile.TemporaryDirectory(prefix=f"mcp-sim-{name}-") as scratch:
         root = os.path.realpath(scratch)
-        env = child_env(MEMORY_FILE_PATH=os.path.join(root, "memory.jsonl"))
+        env = child_env(MEMORY_FILE_PATH=str(Path(root) / "memory.jsonl"))
         command = mcp_sim("record", "--out", str(trace), "--session", session,
                           "--replace", f"{root}={SANDBOX}", "--", *server(root))
         async with Client(StdioServerParameters(command=command[0], args=command[1:], env=env),

@@ -39,7 +39,7 @@ class ClientRefused(Exception):
     """The client cannot answer a request the tool must send (no capability, an error): the call's isError."""
 
 
-class InputRequired(Exception):  # noqa: N818 (a result, raised: not an error)
+class InputRequired(Exception):
     """Stateless protocol: the call's answer is this InputRequiredResult; the client retries with the answers."""
 
     def __init__(self, result: types.InputRequiredResult):

@@ -57,3 +57,21 @@ OPENAI_TIMEOUT_S = 300.0
 STDIO_MAX_LINE_CHARS = 16 * 1024 * 1024
 # The largest HTTP body read, in bytes: the SDK's own default; a larger one gets a JSON-RPC 413.
 HTTP_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+# CPU threads when --threads is not given, for prompt and generation alike and in both decoders: every core
+# on a machine with up to this many, else half the cores (llama.cpp's own choice, which leaves hyper-threads
+# idle) but never fewer than this.
+THREADS_ALL_CORES_UP_TO = 4
+
+# Fault rules (--faults, x-sim.faults): each kind's parameters when a rule leaves them out.
+FAULT_RETRY_AFTER_S = 30  # rate_limit
+FAULT_LATENCY_MS = 1000  # latency
+FAULT_OVERSIZED_BYTES = 1024 * 1024  # oversized
+FAULT_PROTOCOL_ERROR_CODE = -32603  # protocol_error: JSON-RPC's internal error
+FAULT_PROTOCOL_ERROR_MESSAGE = "Internal error"
+# How long a `timeout` fault holds a call that no client cancels (a client that never gives up, or
+# `mcp-sim call`); then it answers an isError saying so, so that no worker thread is held for ever.
+FAULT_TIMEOUT_HOLD_S = 600.0
+
+# The fidelity harness (`mcp-sim eval --rel-tol`): how far a number may be from the real one and still match.
+REL_TOL = 0.1

@@ -6,12 +6,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from mcp_sim.errors import SpecError
 from mcp_sim.interactions import INTERACTION_FIELDS, Interactions, parse_interactions
+from mcp_sim.rehearsal.faults import FaultFileError, FaultRule, rules_from_spec
 from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
 from mcp_sim.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
 from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_world
@@ -27,9 +28,6 @@ from mcp_sim.schemas import (
     validation_error,
 )
 from mcp_sim.state.effect import StateEffect, parse_effect
-
-if TYPE_CHECKING:
-    from mcp_sim.rehearsal.faults import FaultRule
 
 # Part of this module's API since before schemas.py: importers of validation_error find it here too.
 __all__ = ["Catalog", "Example", "SpecSet", "ToolSpec", "load_catalog", "unresolvable_refs", "validation_error"]
@@ -344,9 +342,6 @@ def _parse_state(raw: Any, where: str, problems: list[str]) -> StateEffect | Non
 def _parse_faults(raw: Any, name: str, where: str, problems: list[str]) -> list[FaultRule]:
     if not isinstance(raw, dict) or "faults" not in raw:
         return []
-    # Imported here: the fault rules import the simulator, which imports this module.
-    from mcp_sim.rehearsal.faults import FaultFileError, rules_from_spec
-
     try:
         return rules_from_spec(name, raw["faults"], where)
     except FaultFileError as exc:

@@ -117,7 +117,7 @@ def bad_text(valid: bytes, document: Any, lines: bool = False) -> st.SearchStrat
 
 TOML_VALUES = ["1", "-1", "1.5", "true", '"text"', "[]", "[1, 2]", "{}", '{a = 1}', "1979-05-27T07:32:00Z",
                '"' + "x" * 5000 + '"', "9" * 30, "inf", "nan", "[" * 50 + "]" * 50]
-# Deeper nesting is test_a_model_manifest_nested_2000_deep_is_refused_naming_it, an expected failure for now.
+# Deeper nesting has a test of its own: test_a_model_manifest_nested_2000_deep_is_refused_naming_it.
 
 
 @st.composite

@@ -129,7 +129,7 @@ def seeded_run(tmp_path: Path, kind: str, seed: int) -> tuple[Simulator, dict[in
 def test_every_kind_fires_at_its_rate_through_the_simulator_and_is_labelled(
         tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="mcp_sim.rehearsal"):
-        simulator, first = seeded_run(tmp_path / "a", kind, seed=7)
+        _simulator, first = seeded_run(tmp_path / "a", kind, seed=7)
     assert 15 <= len(first) <= 45, sorted(first)  # 30 expected
     assert seeded_run(tmp_path / "b", kind, seed=7)[1] == first  # the same seed, the same calls and labels
     assert sorted(seeded_run(tmp_path / "c", kind, seed=8)[1]) != sorted(first)
@@ -336,7 +336,7 @@ def test_an_unwritable_ledger_is_refused_at_startup(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     simulator = Simulator(load_catalog([OPS]), WorldEngine())
-    with pytest.raises(LedgerError, match="cannot write the ledger .*pick a writable file with --ledger"):
+    with pytest.raises(LedgerError, match=r"cannot write the ledger .*pick a writable file with --ledger"):
         attach(simulator, RehearsalSettings(ledger=blocker / "ledger.jsonl"))
 
 

@@ -96,11 +96,10 @@ async def kill_while_a_call_is_held(url: str, pid: int) -> Exception | None:
     """kill -9 the server while a call (held by a timeout fault) waits for its answer; what the client got."""
     try:
         with anyio.fail_after(30):
-            async with Client(url, read_timeout_seconds=120) as client:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(client.call_tool, "restart_service", {"service": "api"})
-                    await anyio.sleep(1.0)
-                    os.kill(pid, signal.SIGKILL)
+            async with Client(url, read_timeout_seconds=120) as client, anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "restart_service", {"service": "api"})
+                await anyio.sleep(1.0)
+                os.kill(pid, signal.SIGKILL)
     except Exception as exc:  # the held call dies with the server
         return exc
     return None

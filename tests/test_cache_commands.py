@@ -47,7 +47,8 @@ def test_export_writes_one_entry_per_line(filled: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output == f"3 entries written to {out}\n"
     entries = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [(e["key"], e["tool"], e["result"]) for e in entries][0] == ("k0", "get_weather", {"n": 0, "city": "Tromsø"})
+    first = entries[0]
+    assert (first["key"], first["tool"], first["result"]) == ("k0", "get_weather", {"n": 0, "city": "Tromsø"})
     assert {e["model_name"] for e in entries} == {"tiny"} and len(entries) == 3
 
 

@@ -109,7 +109,7 @@ def test_concurrent_takes_hand_out_each_recorded_answer_once() -> None:
 
 
 def test_bad_cassette_files_are_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(TraceError, match="cannot read trace file .*nope.jsonl"):
+    with pytest.raises(TraceError, match=r"cannot read trace file .*nope\.jsonl"):
         Cassette.load([tmp_path / "nope.jsonl"])
     spec = SPECS / "weather.yaml"
     with pytest.raises(TraceError, match=rf"{spec}:1: not a trace record .* written by `mcp-sim record`"):

@@ -27,7 +27,7 @@ def test_shift_plan_finds_the_span_left_out_after_the_shared_prefix() -> None:
 
 def test_shift_plan_declines_what_is_no_dropped_span() -> None:
     system = list(range(100))
-    assert shift_plan(system + [1, 2, 3], system + [1, 2, 3, 4]) is None  # a plain extension
+    assert shift_plan([*system, 1, 2, 3], [*system, 1, 2, 3, 4]) is None  # a plain extension
     assert shift_plan(system + list(range(500, 600)), system + list(range(700, 800))) is None  # no overlap
     assert shift_plan(system + list(range(500, 540)) + [5] * 8, system + [5] * 8 + [6]) is None  # too short
 

@@ -45,9 +45,9 @@ def scripted_calls(name: str, root: str) -> list[tuple[str, dict[str, Any]]]:
 @pytest.mark.parametrize("name", ["time", "filesystem", "memory"])
 def test_mirror_record_learn_eval_against_the_real_server(name: str, tmp_path: Path) -> None:
     root = os.path.realpath(tmp_path / "sandbox")
-    os.mkdir(root)
+    Path(root).mkdir()
     server = {"time": time_server(), "filesystem": filesystem_server(root), "memory": memory_server()}[name]
-    env = {"MEMORY_FILE_PATH": os.path.join(root, "memory.jsonl")}
+    env = {"MEMORY_FILE_PATH": str(Path(root) / "memory.jsonl")}
     spec, trace, report = tmp_path / f"{name}.yaml", tmp_path / f"{name}.jsonl", tmp_path / "report"
 
     mirrored = run_cli("mirror", "--out", str(spec), "--", *server, env=env)

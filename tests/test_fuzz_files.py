@@ -148,7 +148,8 @@ def test_a_bad_model_manifest_is_refused_naming_it(content: bytes) -> None:
 
 
 def test_a_model_manifest_nested_2000_deep_is_refused_naming_it() -> None:
-    outcome("model manifest", load_manifest, written("model.toml", b"name = " + b"[" * 2000 + b"]" * 2000))
+    path = written("model.toml", b"name = " + b"[" * 2000 + b"]" * 2000)
+    assert outcome("model manifest", load_manifest, path) == "rejected"
 
 
 # --- SQLite files --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from huggingface_hub import hf_hub_download
@@ -135,7 +136,7 @@ def test_missing_models_fail_with_the_pull_command(offline_hub: Path) -> None:
 def test_unknown_quant_and_unknown_names_are_explained(offline_hub: Path) -> None:
     with pytest.raises(ModelFileError, match="known quants: Q4_1, Q8_0"):
         resolve("cached-smol:Q2_K")
-    with pytest.raises(ModelFileError, match="unknown model 'no-such-model'.*cached-smol"):
+    with pytest.raises(ModelFileError, match=r"unknown model 'no-such-model'.*cached-smol"):
         resolve("no-such-model")
     with pytest.raises(ModelFileError, match="does not exist"):
         resolve("./nowhere/model.gguf")
@@ -184,12 +185,12 @@ def test_cli_serves_a_cached_model_offline_and_lists_it(offline_hub: Path, tmp_p
 class _FakeHub(http.server.BaseHTTPRequestHandler):
     """Just enough of the Hub's file endpoint for hf_hub_download: HEAD for metadata, GET with ranges."""
 
-    files: dict[str, Path] = {}
+    files: ClassVar[dict[str, Path]] = {}
 
-    def do_HEAD(self) -> None:  # noqa: N802 - the http.server naming
+    def do_HEAD(self) -> None:
         self._answer(with_body=False)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._answer(with_body=True)
 
     def _answer(self, with_body: bool) -> None:

@@ -167,7 +167,7 @@ def test_an_unwritable_or_missing_path_fails_at_construction_or_reading(tmp_path
         Ledger(blocker / "ledger.jsonl")
     with pytest.raises(LedgerError, match="Is a directory"):
         Ledger(tmp_path)
-    with pytest.raises(LedgerError, match="cannot read the ledger .*missing.jsonl: No such file"):
+    with pytest.raises(LedgerError, match=r"cannot read the ledger .*missing\.jsonl: No such file"):
         read_ledger(tmp_path / "missing.jsonl")
 
 

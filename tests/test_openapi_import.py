@@ -157,7 +157,7 @@ def test_bad_documents_are_rejected_naming_the_document_and_the_pointer(tmp_path
         (tmp_path / name).write_text(text)
         with pytest.raises(OpenAPIImportError, match=message):
             import_openapi(tmp_path / name)
-    with pytest.raises(OpenAPIImportError, match="missing.yaml: cannot read"):
+    with pytest.raises(OpenAPIImportError, match=r"missing\.yaml: cannot read"):
         import_openapi(tmp_path / "missing.yaml")
 
 

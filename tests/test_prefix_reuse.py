@@ -20,7 +20,7 @@ def run_interleaved(simulator: Simulator, cold: bool) -> list[tuple[str, int, st
             if cold:  # forget every cached state: the reference answer from a full prompt evaluation
                 engine = simulator.engine
                 assert isinstance(engine, LlamaEngine)
-                engine._llama.reset()  # noqa: SLF001
+                engine._llama.reset()
             result = simulator.simulate("write_file", {"path": f"/{session}/{step}.txt", "content": f"{session}!"},
                                         world=session)
             assert not result.is_error, result.text
@@ -49,7 +49,7 @@ def test_interleaved_sessions_resume_their_own_state(model_path: Path) -> None:
     assert warm_rounds[1] <= 1.3 * warm_rounds[0]
     assert cold_rounds[1] - cold_rounds[0] > warm_rounds[1]
     # Saved: the shared system prompt, and each session's state, parked when another one took the model.
-    saved = set(warm_engine.states._entries)  # noqa: SLF001
+    saved = set(warm_engine.states._entries)
     assert len([key for key in saved if key.startswith("system:")]) == 1
     assert {key.split("|")[0] for key in saved if key.startswith("conversation:")} == {
         "conversation:red", "conversation:blue", "conversation:green"}

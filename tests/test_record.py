@@ -32,7 +32,7 @@ def lines(path: Path) -> list[dict]:
 
 def test_record_filesystem_session_is_transparent_redirected_and_flushed_per_line(tmp_path: Path) -> None:
     root = os.path.realpath(tmp_path / "work")
-    os.mkdir(root)
+    Path(root).mkdir()
     trace = tmp_path / "fs.jsonl"
     calls = [("write_file", {"path": f"{root}/notes.txt", "content": "alpha\nbeta\n"}),
              ("read_text_file", {"path": f"{root}/notes.txt"}),

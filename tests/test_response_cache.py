@@ -101,7 +101,7 @@ def test_replay_finds_the_model_by_its_name_when_the_file_is_gone(tmp_path: Path
         assert found == digest
         assert cache.get(key(model_hash=found)) is not None
         assert cache.model_for_name("other") is None
-        with pytest.raises(ModelFileError, match="cannot read the model file .*tiny.gguf"):
+        with pytest.raises(ModelFileError, match=r"cannot read the model file .*tiny\.gguf"):
             cache.model_fingerprint(model)
 
 

@@ -56,7 +56,7 @@ def test_oversized_arguments_are_refused_with_the_limit(catalog: Catalog) -> Non
 
 def test_unknown_tool_raises_naming_the_known_tools(catalog: Catalog) -> None:
     sim, _ = simulator(catalog)
-    with pytest.raises(UnknownToolError, match="Unknown tool 'nope'.*get_weather"):
+    with pytest.raises(UnknownToolError, match=r"Unknown tool 'nope'.*get_weather"):
         sim.simulate("nope", {})
 
 

@@ -43,7 +43,7 @@ def test_every_shipped_tool_gets_a_schema_valid_answer_from_the_real_model(engin
         meta = result.meta[META_KEY]
         assert meta["simulated"] is True and meta["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
         # A read the world's live data answers whole never reaches the model.
-        assert meta["source"] == "state" or meta["completion_tokens"] > 0 and meta["prompt_tokens"] > 100
+        assert meta["source"] == "state" or (meta["completion_tokens"] > 0 and meta["prompt_tokens"] > 100)
         if tool.output_schema is None:
             assert result.structured is None and result.text.strip()
         else:

@@ -143,7 +143,7 @@ def test_valid_refs_of_every_kind_pass() -> None:
 class CountingHandler(BaseHTTPRequestHandler):
     hits = 0
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         type(self).hits += 1
         body = b'{"type": "string"}'
         self.send_response(200)

@@ -94,7 +94,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 def test_duplicate_names_across_files_name_both_files(tmp_path: Path) -> None:
     first = write(tmp_path, "a.json", [GOOD_TOOL])
     second = write(tmp_path, "b.json", [GOOD_TOOL])
-    with pytest.raises(SpecError, match="already defined in .*a.json"):
+    with pytest.raises(SpecError, match=r"already defined in .*a\.json"):
         load_catalog([first, second])
 
 

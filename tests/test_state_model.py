@@ -19,7 +19,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 from mcp import Client
 
 from tests.conftest import REPO, SPECS, mcp_sim_command, start_http_server, stop, subprocess_env
@@ -114,7 +114,7 @@ class Files(World):
             self.gone.add(path)
 
     @rule(prefix=st.sampled_from(["", "/b", "/notes", "/nothing"]))
-    def list(self, prefix: str) -> None:
+    def listing(self, prefix: str) -> None:
         answer = self.ok("list_files", {"prefix": prefix})
         listed = [entry["path"] for entry in answer["files"]]
         assert sorted(listed) == sorted(p for p in self.files if p.startswith(prefix))
@@ -160,7 +160,7 @@ class Crm(World):
         self.owners[ticket["id"]] = customer
 
     @rule(customer=st.sampled_from(list(CUSTOMERS)), status=st.sampled_from([None, "open", "closed"]))
-    def list(self, customer: str, status: str | None) -> None:
+    def listing(self, customer: str, status: str | None) -> None:
         arguments = {"customer_id": customer, **({"status": status} if status else {})}
         answer = self.ok("list_tickets", arguments)
         listed = {ticket["id"]: ticket for ticket in answer["tickets"]}
@@ -247,7 +247,7 @@ class Pets(World):
             assert answer.is_error and str(pet_id) in answer.value
 
     @rule()
-    def list(self) -> None:
+    def listing(self) -> None:
         answer = self.ok("findPets", {})
         assert sorted(pet["id"] for pet in answer["result"]) == sorted(self.pets)
 
@@ -263,4 +263,4 @@ class Pets(World):
 @pytest.mark.parametrize("machine", [Files, Crm, Ops, Pets], ids=lambda m: m.prefix)
 def test_reads_agree_with_every_write(server: str, machine: type[World]) -> None:
     machine.url = server
-    STEPS(machine.TestCase).runTest()  # type: ignore[attr-defined]
+    run_state_machine_as_test(machine, settings=STEPS)

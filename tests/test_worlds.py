@@ -91,7 +91,7 @@ def test_a_foreign_or_unwritable_state_dir_is_a_clear_error(tmp_path: Path) -> N
     foreign.mkdir()
     with sqlite3.connect(foreign / "worlds.sqlite3") as db:
         db.execute("CREATE TABLE notes (text TEXT)")
-    with pytest.raises(WorldError, match="another program.*--state-dir"):
+    with pytest.raises(WorldError, match=r"another program.*--state-dir"):
         SqliteStore(foreign)
     blocked = tmp_path / "file-not-dir"
     blocked.write_text("x")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +113,7 @@ def _write_checked(document: dict[str, Any], path: Path) -> None:
     except Exception:
         scratch.unlink()
         raise
-    os.replace(scratch, path)
+    scratch.replace(path)
 
 
 def _read_document(path: Path) -> dict[str, Any]:
@@ -173,7 +172,7 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
 @click.option("--session", "only_sessions", multiple=True, help="Replay only these sessions (repeatable).")
 @click.option("--max-steps", type=click.IntRange(1), default=None,
               help="Replay only the first N steps of each session.")
-@click.option("--rel-tol", type=click.FloatRange(0), default=0.1, show_default=True,
+@click.option("--rel-tol", type=click.FloatRange(0), default=defaults.REL_TOL, show_default=True,
               help="Relative tolerance for numbers.")
 @click.option("--judge", "use_judge", is_flag=True, help="Also rate each step with an LLM judge (five "
               "AgentWorldBench dimensions).")

@@ -45,8 +45,8 @@ def engine_options(command: Command) -> Command:
                      help="Seconds to wait for one answer from the server (--engine openai)."),
         click.option("--ctx", type=click.IntRange(512), default=None,
                      help="Context size in tokens " + _FROM_MANIFEST.format(defaults.CTX) + "."),
-        click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads (default: all cores "
-                     "up to 4)."),
+        click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads, for prompt and generation "
+                     "alike (default: every core on up to 4 cores, else half the cores, at least 4)."),
         click.option("--gpu-layers", type=int, default=None,
                      help="Layers to offload to the GPU (default: all when the build supports it, else 0)."),
         click.option("--seed", type=int, default=defaults.SEED, show_default=True, help="Sampling seed."),

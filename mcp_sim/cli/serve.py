@@ -70,7 +70,8 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     if warm_start:
         warmup = Warmup(simulator)
         warmup.check()
-    # Every instance decodes up to --slots calls at once.
+    # The pool fills each of the --parallel instances up to its --slots calls, so this many decode at once
+    # (tests/test_pool.py); the scheduler lets exactly that many through and queues the rest fairly.
     scheduler = FairScheduler(slots=engine["parallel"] * engine["slots"], max_waiting=max_queue)
     server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world,
                            warmup=warmup)

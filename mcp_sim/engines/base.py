@@ -62,6 +62,11 @@ class Engine(Protocol):
 
     name: str
 
+    @property
+    def capacity(self) -> int:
+        """How many generate() calls it decodes at once; more wait inside generate(). A pool routes by it."""
+        ...
+
     def load(self) -> None:
         """Make the engine ready now (load weights, reach the server), so a bad model fails at startup."""
         ...

@@ -50,10 +50,15 @@ class OpenAIEngine:
                                     timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
         # Caps the calls in flight to the server; the rest wait here, not in the server's queue.
         self._slots = threading.BoundedSemaphore(max_inflight)
+        self._max_inflight = max_inflight
         # The response_format form this server accepted, once known (see FORMAT_MODES).
         self.format_mode: str | None = None
         self._checked = False
         self._check_lock = threading.Lock()
+
+    @property
+    def capacity(self) -> int:
+        return self._max_inflight
 
     @property
     def context_size(self) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from mcp_sim import defaults
 from mcp_sim.errors import McpSimError
 from mcp_sim.fidelity.scoring import Observation, StepScores, score_step
 from mcp_sim.fidelity.traces import TraceRecord, sessions
@@ -100,7 +101,8 @@ class StepResult:
 
 def evaluate(records: Sequence[TraceRecord], responder: Responder, tools: Mapping[str, ToolSpec],
              modes: Sequence[str] = MODES, judge: Judge | None = None,
-             on_step: Callable[[StepResult], None] | None = None, rel_tol: float = 0.1) -> list[StepResult]:
+             on_step: Callable[[StepResult], None] | None = None,
+             rel_tol: float = defaults.REL_TOL) -> list[StepResult]:
     """Score every recorded step in each mode; `tools` supplies output schemas (and context for a judge)."""
     run = uuid.uuid4().hex[:8]  # keeps this run's simulated sessions apart from any earlier run's
     results: list[StepResult] = []

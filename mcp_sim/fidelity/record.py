@@ -6,11 +6,9 @@ server, and each call is appended to a trace file (redacted) before its result g
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,44 +18,11 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from mcp_sim.fidelity.record_surface import surface_proxy_handlers
-from mcp_sim.fidelity.traces import TOOL_CALL, Redactor, TraceRecord, TraceWriter, read_traces, replace_text
+from mcp_sim.fidelity.recorder import Recorder
+from mcp_sim.fidelity.traces import Redactor, TraceWriter
 from mcp_sim.fidelity.upstream import connect
 from mcp_sim.server import RequestContext, transport_session_id
 from mcp_sim.transports import serve_http, serve_stdio
-
-
-class Recorder:
-    """Numbers the calls of each session and writes them, redacted and with paths replaced."""
-
-    def __init__(self, writer: TraceWriter, server_name: str, redactor: Redactor,
-                 replacements: Sequence[tuple[str, str]] = ()):
-        self.writer = writer
-        self.server_name = server_name
-        self.redactor = redactor
-        self.replacements = list(replacements)
-        self._steps: dict[str, int] = {}
-        self._lock = threading.Lock()
-        if writer.path.exists() and writer.path.stat().st_size:
-            # Appending to an earlier file: a reused session name continues its step count.
-            for record in read_traces([writer.path], kinds=None):
-                self._steps[record.session] = max(self._steps.get(record.session, 0), record.step)
-
-    def next_step(self, session: str) -> int:
-        with self._lock:
-            self._steps[session] = self._steps.get(session, 0) + 1
-            return self._steps[session]
-
-    def record(self, session: str, step: int, tool: str, arguments: dict[str, Any], result: dict[str, Any],
-               latency_ms: float, protocol_error: int | None = None, kind: str = TOOL_CALL) -> TraceRecord:
-        record = TraceRecord(
-            session=session, step=step, tool=tool,
-            arguments=replace_text(self.redactor.value(arguments), self.replacements),
-            result=replace_text(self.redactor.result(result), self.replacements),
-            is_error=bool(result.get("isError")), latency_ms=round(latency_ms, 1), server=self.server_name,
-            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            protocol_error=protocol_error, kind=kind)
-        self.writer.write(record)
-        return record
 
 
 def wire_result(result: types.CallToolResult) -> dict[str, Any]:

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mcp_types as types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcp_sim.fidelity.recorder import Recorder
 from mcp_sim.fidelity.traces import PROMPT_GET, RESOURCE_READ
 from mcp_sim.server import RequestContext
-
-if TYPE_CHECKING:
-    from mcp_sim.fidelity.record import Recorder
 
 SessionOf = Callable[[RequestContext], str]
 

@@ -34,11 +34,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_sim import defaults
 from mcp_sim.fidelity.traces import result_text
 from mcp_sim.specs import validation_error
 
 METRICS = ("schema_valid", "error_agreement", "structure", "value", "state", "fidelity")
-DEFAULT_REL_TOL = 0.1
 MIN_STATE_CHARS = 3
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _MISSING = object()
@@ -88,7 +88,7 @@ class StepScores:
 
 def score_step(real: Observation, simulated: Observation, output_schema: dict[str, Any] | None = None,
                earlier_arguments: Sequence[dict[str, Any]] = (), arguments: dict[str, Any] | None = None,
-               rel_tol: float = DEFAULT_REL_TOL) -> StepScores:
+               rel_tol: float = defaults.REL_TOL) -> StepScores:
     """Every score for one call; see the module docstring for what each means."""
     schema = schema_validity(simulated, output_schema)
     agree = error_agreement(real, simulated)
@@ -116,7 +116,7 @@ def error_agreement(real: Observation, simulated: Observation) -> float:
     return 1.0 if real.is_error == simulated.is_error else 0.0
 
 
-def content_match(real: Observation, simulated: Observation, rel_tol: float = DEFAULT_REL_TOL
+def content_match(real: Observation, simulated: Observation, rel_tol: float = defaults.REL_TOL
                   ) -> tuple[float | None, float]:
     """(structure, value) of two successful results."""
     real_payload, simulated_payload = real.payload(), simulated.payload()
@@ -157,11 +157,11 @@ def structure_match(real: Any, simulated: Any) -> float:
     return 1.0
 
 
-def value_match(real: Any, simulated: Any, rel_tol: float = DEFAULT_REL_TOL) -> float:
+def value_match(real: Any, simulated: Any, rel_tol: float = defaults.REL_TOL) -> float:
     return _mean(leaf_match(leaf, _lookup(simulated, path), rel_tol) for path, leaf in _leaves(real))
 
 
-def leaf_match(real: Any, simulated: Any, rel_tol: float = DEFAULT_REL_TOL) -> float:
+def leaf_match(real: Any, simulated: Any, rel_tol: float = defaults.REL_TOL) -> float:
     if simulated is _MISSING or _kind(real) != _kind(simulated):
         return 0.0
     if isinstance(real, dict | list):  # an empty object or array: the fact is its emptiness

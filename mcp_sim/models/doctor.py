@@ -92,13 +92,13 @@ def _model_checks(settings: EngineSettings) -> list[Check]:
     try:
         metadata = read_metadata(resolved.path)
     except McpSimError as exc:
-        return checks + [Check("architecture", FAIL, str(exc))]
+        return [*checks, Check("architecture", FAIL, str(exc))]
     architecture = metadata.get("general.architecture", "unknown")
     checks.append(Check("architecture", OK, f"{architecture}: this llama.cpp build loads it"))
     try:
         options, ctx = sim_options(settings, resolved.manifest)
     except McpSimError as exc:
-        return checks + [Check("context", FAIL, str(exc))]
+        return [*checks, Check("context", FAIL, str(exc))]
     trained = _int(metadata.get(f"{architecture}.context_length"))
     if trained and ctx > trained:
         checks.append(Check("context", WARN, f"--ctx {ctx} is more than the {trained} tokens the model was "
@@ -154,7 +154,7 @@ def kv_cache_bytes(metadata: dict[str, str], ctx: int) -> int | None:
     heads = _int(metadata.get(f"{arch}.attention.head_count"))
     kv_heads = _int(metadata.get(f"{arch}.attention.head_count_kv")) or heads
     embedding = _int(metadata.get(f"{arch}.embedding_length"))
-    if not (layers and kv_heads and (heads and embedding or metadata.get(f"{arch}.attention.key_length"))):
+    if not (layers and kv_heads and ((heads and embedding) or metadata.get(f"{arch}.attention.key_length"))):
         return None
     head_dim = embedding // heads if heads and embedding else 0
     key_length = _int(metadata.get(f"{arch}.attention.key_length")) or head_dim

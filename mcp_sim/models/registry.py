@@ -71,7 +71,7 @@ class Manifest:
     upstream: str = ""
     notes: str = ""
     default_ctx: int | None = None
-    source: Path = field(default=Path("."), compare=False)
+    source: Path = field(default=Path(), compare=False)
 
     def quant(self, requested: str | None = None) -> Quant:
         """The quant named (case-insensitive, aliases allowed), or the default one."""

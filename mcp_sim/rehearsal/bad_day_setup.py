@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mcp_sim.rehearsal.fault_hook import fault_injector
 from mcp_sim.rehearsal.ledger import Ledger
 from mcp_sim.rehearsal.ledger_observer import LedgerRecorder
+from mcp_sim.rehearsal.settings import RehearsalSettings
 from mcp_sim.simulator import Simulator
-
-if TYPE_CHECKING:
-    from mcp_sim.rehearsal.setup import RehearsalSettings
 
 
 def attach_bad_day(simulator: Simulator, settings: RehearsalSettings) -> None:

@@ -28,7 +28,7 @@ from mcp_sim.rehearsal.faults import (
     label,
     with_label,
 )
-from mcp_sim.simulator import META_KEY, SimulationResult
+from mcp_sim.result import META_KEY, SimulationResult
 from mcp_sim.specs import ToolSpec, validation_error
 
 Details = dict[str, Any]

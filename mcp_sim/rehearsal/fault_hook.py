@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from mcp_sim import defaults
 from mcp_sim.calls import META_KEY, Call, CallObserver, SimulationResult
 from mcp_sim.errors import ProtocolFault
 from mcp_sim.model_answer import ModelAnswerer
@@ -43,9 +44,6 @@ from mcp_sim.specs import Catalog
 
 logger = logging.getLogger(__name__)
 
-# How long a `timeout` fault holds a call that no client cancels (a client that never gives up, or
-# `mcp-sim call`); then it answers an isError saying so, so that no worker thread is held for ever.
-TIMEOUT_HOLD_S = 600.0
 Labels = list[dict[str, Any]]
 
 
@@ -61,7 +59,7 @@ class FaultInjector:
     """A FaultHook over a FaultPlan: deterministic under the plan's seed, thread-safe."""
 
     def __init__(self, plan: FaultPlan, model: ModelAnswerer, *, witness: CallObserver | None = None,
-                 timeout_hold_s: float = TIMEOUT_HOLD_S):
+                 timeout_hold_s: float = defaults.FAULT_TIMEOUT_HOLD_S):
         self.plan = plan
         self.model = model
         # Told of the calls that a protocol_error ends before the simulator settles them (the ledger).

@@ -24,8 +24,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
+from mcp_sim import defaults
 from mcp_sim.errors import McpSimError
-from mcp_sim.simulator import META_KEY, SimulationResult
+from mcp_sim.result import META_KEY, SimulationResult
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,9 @@ PARAMETERS: dict[str, frozenset[str]] = {
 }
 ALL_PARAMETERS = frozenset().union(*PARAMETERS.values())
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "rate_limit": {"retry_after": 30}, "latency": {"ms": 1000}, "oversized": {"bytes": 1024 * 1024},
-    "protocol_error": {"code": -32603, "message": "Internal error"},  # JSON-RPC's internal error
+    "rate_limit": {"retry_after": defaults.FAULT_RETRY_AFTER_S}, "latency": {"ms": defaults.FAULT_LATENCY_MS},
+    "oversized": {"bytes": defaults.FAULT_OVERSIZED_BYTES},
+    "protocol_error": {"code": defaults.FAULT_PROTOCOL_ERROR_CODE, "message": defaults.FAULT_PROTOCOL_ERROR_MESSAGE},
 }
 PADDING_LINE = "[mcp-sim oversized result: padding]"
 MALFORMED_KEY = "mcp-sim-malformed"

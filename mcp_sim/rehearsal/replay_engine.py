@@ -22,6 +22,10 @@ class ReplayOnlyEngine:
         self._context_size = context_size
 
     @property
+    def capacity(self) -> int:
+        return 1  # it never generates: every call is refused at once
+
+    @property
     def context_size(self) -> int:
         return self._context_size
 

@@ -13,6 +13,7 @@ from mcp_sim.rehearsal.cache import ResponseCache, json_digest
 from mcp_sim.rehearsal.cassettes import Cassette
 from mcp_sim.rehearsal.fixtures import FixtureSet
 from mcp_sim.rehearsal.replay_engine import ReplayOnlyEngine
+from mcp_sim.rehearsal.settings import RehearsalSettings
 from mcp_sim.rehearsal.sources import (
     CacheKeys,
     CacheRecorder,
@@ -26,7 +27,6 @@ from mcp_sim.simulator import Simulator
 if TYPE_CHECKING:
     from mcp_sim.models.registry import Manifest
     from mcp_sim.models.settings import EngineSettings, Prepared
-    from mcp_sim.rehearsal.setup import RehearsalSettings
 
 logger = logging.getLogger(__name__)
 

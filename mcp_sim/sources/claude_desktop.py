@@ -129,8 +129,8 @@ def write_atomically(path: Path, text: str) -> None:
             stream.flush()
             os.fsync(stream.fileno())
         if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
+            Path(temporary).chmod(mode)
+        Path(temporary).replace(path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

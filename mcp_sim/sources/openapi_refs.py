@@ -116,9 +116,9 @@ class RefResolver:
         if base == self.root_uri:
             name = self._shown_root
         elif base.startswith("file:"):
-            root_dir = os.path.dirname(url2pathname(urlsplit(self.root_uri).path))
+            root_dir = Path(url2pathname(urlsplit(self.root_uri).path)).parent
             relative = os.path.relpath(url2pathname(urlsplit(base).path), root_dir)
-            name = os.path.join(os.path.dirname(self._shown_root), relative)
+            name = str(Path(self._shown_root).parent / relative)
         else:
             name = base
         return name if pointer is None else f"{name}#{pointer}"

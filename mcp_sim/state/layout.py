@@ -191,7 +191,8 @@ def _key(effect: StateEffect, arguments: dict[str, Any], record_fields: set[str]
 def _root_named(roots: dict[str, Any], names: tuple[str, ...], kind: str) -> str | None:
     for name in names:
         node = roots.get(name)
-        if isinstance(node, dict) and (node.get("type") == kind or kind == "integer" and node.get("type") == "number"):
+        kinds = ("integer", "number") if kind == "integer" else (kind,)
+        if isinstance(node, dict) and node.get("type") in kinds:
             return f"/{escape(name)}"
     return None
 

@@ -367,7 +367,7 @@ def _matches(layout: Layout, record: dict[str, Any], arguments: dict[str, Any]) 
 
 
 def _equal(value: Any, wanted: Any) -> bool:
-    return value == wanted or same_key(value, wanted) and not isinstance(wanted, bool)
+    return value == wanted or (same_key(value, wanted) and not isinstance(wanted, bool))
 
 
 def _offset(cursor: Any) -> int:

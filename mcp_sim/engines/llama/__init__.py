@@ -58,7 +58,7 @@ class LlamaEngine:
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        self.n_threads = n_threads or default_threads()  # one count for both decoders, prompt and generation
         self.n_gpu_layers = n_gpu_layers
         self.seed = seed
         self.template_kwargs = template_kwargs or {}
@@ -87,6 +87,10 @@ class LlamaEngine:
         # tokens for one call never waits behind another call's decoding.
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
+
+    @property
+    def capacity(self) -> int:
+        return self.slots  # the batched decoder's sequences; with one slot, calls take turns
 
     @property
     def context_size(self) -> int:
@@ -150,7 +154,8 @@ class LlamaEngine:
             else:
                 llama = llama_cpp.Llama(
                     model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                    n_gpu_layers=gpu_layers, seed=self.seed, flash_attn=self.flash_attn, verbose=self.verbose)
+                    n_threads_batch=self.n_threads, n_gpu_layers=gpu_layers, seed=self.seed,
+                    flash_attn=self.flash_attn, verbose=self.verbose)
                 model = llama._model
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(

@@ -182,10 +182,9 @@ class BatchDecoder:
         plan = shift_plan(current, target)
         if plan is None:
             return False
-        if snapshot is not None:
-            if not load_sequence(self._ctx.ctx, snapshot, slot.seq_id):
-                self._clear(slot)
-                return False
+        if snapshot is not None and not load_sequence(self._ctx.ctx, snapshot, slot.seq_id):
+            self._clear(slot)
+            return False
         start, span, kept = shift_sequence(self._ctx.ctx, slot.seq_id, plan)
         slot.tokens = target[: start + kept]
         slot.owner = conversation

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from mcp_sim import defaults
+
 
 def gpu_offload_supported() -> bool:
     import llama_cpp
@@ -21,7 +23,9 @@ def build_info() -> dict[str, Any]:
             "system_info": system_info.strip()}
 
 
-def default_threads() -> int | None:
-    """llama.cpp's default is half the cores; on small machines every core helps."""
+def default_threads() -> int:
+    """Threads when --threads is not given: every core on a small machine (each one helps), else half the cores
+    (llama.cpp's own choice, leaving hyper-threads idle), never fewer than on a small machine."""
     cores = os.cpu_count() or 1
-    return cores if cores <= 4 else None
+    small = defaults.THREADS_ALL_CORES_UP_TO
+    return cores if cores <= small else max(cores // 2, small)

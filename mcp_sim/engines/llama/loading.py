@@ -12,11 +12,9 @@ from mcp_sim.engines.llama.batch_job import Codec, Job
 from mcp_sim.engines.llama.prefix import system_key
 
 
-def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int | None, gpu_layers: int, flash_attn: bool,
+def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers: int, flash_attn: bool,
                  verbose: bool) -> tuple[Any, Any]:
     """(model, context): the context holds `slots` sequences, each in its own KV stream of n_ctx cells."""
-    import multiprocessing
-
     import llama_cpp
     from llama_cpp._internals import LlamaContext, LlamaModel
     from llama_cpp._logger import set_verbose
@@ -35,7 +33,7 @@ def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int | None, gpu_
     # (masked), so 16 sessions of 8 calls ran at 1.66 calls/s unified against 2.10 separate
     # (benchmarks/bench_batching.py; docs/BENCHMARKS.md). Slots still start from the system prompt's snapshot.
     params.kv_unified = False
-    params.n_threads = params.n_threads_batch = n_threads or multiprocessing.cpu_count()
+    params.n_threads = params.n_threads_batch = n_threads  # the same count as the one-call decoder's
     params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                               else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
     try:
