@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from mcp_sim.errors import SpecError
+from mcp_sim.errors import SpecError, yaml_failure
 from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
 from mcp_sim.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
 from mcp_sim.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_world
@@ -157,7 +157,7 @@ def _expand(paths: list[str | Path], problems: list[str]) -> list[Path]:
 
 def _parse(path: Path, problems: list[str]) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM (.NET writes one) is dropped
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{path}: cannot read: {exc}")
         return None
@@ -165,7 +165,10 @@ def _parse(path: Path, problems: list[str]) -> Any:
         if path.suffix == ".json":
             return json.loads(text)
         return yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:  # ValueError: bad JSON, and integers past 4300 digits
+    except yaml.YAMLError as exc:
+        problems.append(f"{path}: not valid YAML: {yaml_failure(exc)}")
+        return None
+    except ValueError as exc:  # bad JSON, and integers past 4300 digits
         problems.append(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}")
         return None
     except RecursionError:

@@ -6,7 +6,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -17,16 +17,18 @@ from mcp_sim.cli.options import (
     build_worlds,
     engine_options,
     handle_errors,
-    logger,
     rehearsal_options,
     rehearsal_settings,
     world_options,
 )
 from mcp_sim.errors import McpSimError
-from mcp_sim.specs import load_catalog
+from mcp_sim.specs import Catalog, load_catalog
 from mcp_sim.transports import HttpSecurity, http_security_options
 from mcp_sim.worlds.routing import SCOPES
 from mcp_sim.worlds.world import DEFAULT_WORLD
+
+if TYPE_CHECKING:
+    from mcp_sim.simulator import Simulator
 
 
 @click.command()
@@ -66,29 +68,49 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
     simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), load=not warm_start, **engine)
     warmup = None
-    if warm_start:
+    if warm_start and not simulator.replay_only:  # a replay never loads a model: nothing to warm
         warmup = Warmup(simulator)
         warmup.check()
     # Every instance decodes up to --slots calls at once.
     scheduler = FairScheduler(slots=engine["parallel"] * engine["slots"], max_waiting=max_queue)
     server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world,
                            warmup=warmup)
-    logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),
-                   simulator.engine.name, transport)
+    where = f"ready at http://{host}:{port}{http_path}" if transport == "http" else "serving on stdio"
+    announce = functools.partial(_announce, startup_line(where, catalog, simulator, transport))
     try:
         # The warm-up starts once the transport is set up (see serve_stdio and serve_http: the quiet model
         # load briefly points fd 1 and 2 at /dev/null).
         if transport == "stdio":
+            announce()
             anyio.run(serve_stdio, server, warmup.start if warmup else None)
         else:
             token = http_security.auth_token()
             # The admin routes see and change every world: loopback only, unless every request carries the token.
             routes = admin_routes(worlds, remote_allowed=token is not None)
             anyio.run(functools.partial(serve_http, server, host, port, http_path, routes=routes,
-                                        on_ready=warmup.start if warmup else None, **http_security.serve_kwargs()))
+                                        on_ready=warmup.start if warmup else None, on_listening=announce,
+                                        **http_security.serve_kwargs()))
     finally:
         simulator.engine.close()
         worlds.close()
+
+
+def startup_line(where: str, catalog: Catalog, simulator: Simulator, transport: str) -> str:
+    """One plain line that says what runs: where, which specs and tools, which model, how to pick a world."""
+    files = ", ".join(spec_set.source for spec_set in catalog.spec_sets)
+    if simulator.replay_only:
+        model = "no model (--replay-only: fixtures, cassettes and the cache answer; nothing else)"
+    else:
+        model = f"model {simulator.engine.name}"
+    world = ("?world=NAME in the URL picks a world" if transport == "http"
+             else '_meta {"mcp-sim/world": NAME} on a call picks a world')
+    return (f"mcp-sim {where}: {len(catalog.tools)} tool(s) from {files}; {model}; {world} "
+            f"(default: {DEFAULT_WORLD})")
+
+
+def _announce(line: str) -> None:
+    # Plain stderr, whatever the log level: the first thing a user looks for (stdout is the protocol on stdio).
+    click.echo(line, err=True)
 
 
 @click.command()
