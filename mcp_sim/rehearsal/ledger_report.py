@@ -132,9 +132,9 @@ def _time_axis(axis: Any, start: float, end: float) -> None:
 
     span_s = (end - start) * _DAY_S
     if span_s > 3 * 3600:
-        locator = mdates.AutoDateLocator()
-        axis.xaxis.set_major_locator(locator)
-        axis.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # hours to months
+        auto = mdates.AutoDateLocator()
+        axis.xaxis.set_major_locator(auto)
+        axis.xaxis.set_major_formatter(mdates.ConciseDateFormatter(auto))  # hours to months
         return
     if span_s <= 120:
         step_s = next(s for s in (5, 10, 15, 30, 60) if span_s / s <= 12)
