@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,6 +26,7 @@ from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
 from mcp_sim.resource_server import surface_handlers
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
+from mcp_sim.specs import ToolSpec
 from mcp_sim.worlds.routing import choose_world
 
 if TYPE_CHECKING:
@@ -62,13 +64,13 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         world, scenario = request_world(ctx, world_scope)
         try:
-            simulator.tool(params.name)
+            tool = simulator.tool(params.name)
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         try:
-            if warmup is not None:
-                await warmup.wait(ctx.session.report_progress)
-            async with scheduler.slot(world):
+            # A call waits for the model and its own spec's system prompt, never for the other specs'.
+            warm = nullcontext() if warmup is None else warmup.call(_spec_source(tool), ctx.session.report_progress)
+            async with warm, scheduler.slot(world):
                 result = await _simulate_off_loop(simulator, ctx, params, world, scenario)
         except ProtocolFault as exc:  # an injected fault: the client gets the JSON-RPC error it asked for
             raise MCPError(exc.code, exc.message) from None
@@ -82,6 +84,10 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     handlers = surface_handlers(simulator, lambda ctx: request_world(ctx, world_scope), scheduler, expose_world)
     return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool, **handlers)
+
+
+def _spec_source(tool: ToolSpec) -> str:
+    return tool.spec_set.source if tool.spec_set is not None else ""
 
 
 def request_world(ctx: RequestContext, world_scope: str) -> tuple[str, str | None]:
