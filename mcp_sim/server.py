@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -43,6 +44,8 @@ SCENARIO_META_KEY = "mcp-sim/scenario"
 INSTRUCTIONS = ("Every tool of this server is SIMULATED by a language world model: nothing is executed and "
                 "no real system is touched. Results carry _meta['mcp-sim/simulation'].simulated = true.")
 PROGRESS_INTERVAL_S = 0.25
+# With no other progress for this long, a call that asked for progress is told the server still works on it.
+HEARTBEAT_S = 5.0
 
 
 def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
@@ -67,11 +70,12 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
             tool = simulator.tool(params.name)
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        progress = ProgressChannel(ctx.session.report_progress, params.name)
         try:
             # A call waits for the model and its own spec's system prompt, never for the other specs'.
-            warm = nullcontext() if warmup is None else warmup.call(_spec_source(tool), ctx.session.report_progress)
-            async with warm, scheduler.slot(world):
-                result = await _simulate_off_loop(simulator, ctx, params, world, scenario)
+            warm = nullcontext() if warmup is None else warmup.call(_spec_source(tool), progress)
+            async with progress.heartbeat(), warm, scheduler.slot(world):
+                result = await _simulate_off_loop(simulator, progress, params, world, scenario)
         except ProtocolFault as exc:  # an injected fault: the client gets the JSON-RPC error it asked for
             raise MCPError(exc.code, exc.message) from None
         except (BusyError, EngineError) as exc:
@@ -112,7 +116,47 @@ def transport_session_id(ctx: RequestContext) -> str | None:
     return str(session_id) if session_id else None
 
 
-async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: types.CallToolRequestParams,
+class ProgressChannel:
+    """A call's progress notifications: always increasing (MCP requires it, across waiting and decoding), and
+    a heartbeat while nothing else reports (waiting for a turn, reading the prompt), so that clients which
+    reset their timeout on progress (the MCP Inspector, the TypeScript SDK) keep waiting."""
+
+    def __init__(self, send: Callable[[float, float | None, str | None], Awaitable[None]], tool: str):
+        self._send = send
+        self._tool = tool
+        self._last = 0.0
+        self._stamp = time.monotonic()
+
+    async def __call__(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        self._last = max(progress, self._last + 1)
+        self._stamp = time.monotonic()
+        try:
+            await self._send(self._last, total, message)
+        except Exception:  # progress is best effort; never fail a call for it
+            logger.debug("progress report failed", exc_info=True)
+
+    @asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._beat)
+            try:
+                yield
+            except BaseException as exc:  # re-raised below as itself, not wrapped in the group's ExceptionGroup
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _beat(self) -> None:
+        while True:
+            await anyio.sleep(HEARTBEAT_S)
+            if time.monotonic() - self._stamp >= HEARTBEAT_S:
+                await self(self._last, None, f"{self._tool}: still working")
+
+
+async def _simulate_off_loop(simulator: Simulator, progress: ProgressChannel, params: types.CallToolRequestParams,
                              world: str, scenario: str | None) -> SimulationResult:
     """Run the blocking model call in a worker thread; report progress; stop decoding when cancelled."""
     cancel = threading.Event()
@@ -124,8 +168,7 @@ async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: 
             return
         last_report[0] = now
         try:
-            anyio.from_thread.run(ctx.session.report_progress, float(tokens), float(budget),
-                                  f"simulating {params.name}: {tokens} tokens")
+            anyio.from_thread.run(progress, float(tokens), float(budget), f"simulating {params.name}: {tokens} tokens")
         except Exception:  # progress is best effort; never fail a call for it
             logger.debug("progress report failed", exc_info=True)
 

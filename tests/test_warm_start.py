@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -14,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from mcp_sim import warmup as warmup_module
-from mcp_sim.engines.base import ChatMessage
+from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.errors import ModelFileError
 from mcp_sim.server import create_server
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
@@ -180,3 +181,30 @@ async def test_the_background_reads_no_other_prompt_while_a_call_is_in_flight(
     with anyio.fail_after(10):
         await warmup.wait()
     assert engine.order == ["files", "ops"]
+
+
+class SilentEngine(ScriptedEngine):
+    """Reads its prompt for a while without a token to report (a long prefill)."""
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        time.sleep(1.0)
+        return super().generate(request)
+
+
+async def test_a_call_with_nothing_to_report_still_sends_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients that reset their timeout on progress (the Inspector CLI gives up after 60 s without) must hear
+    from the server while it reads a long prompt; the values keep increasing, as MCP requires."""
+    from mcp_sim import server as server_module
+
+    monkeypatch.setattr(server_module, "HEARTBEAT_S", 0.2)
+    engine = SilentEngine(STATUS)
+    simulator = Simulator(load_catalog([OPS]), engine, SimOptions(attempts=1))
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with Client(create_server(simulator)) as client:
+        result = await client.call_tool("get_service_status", {"service": "api"}, progress_callback=on_progress)
+    assert not result.is_error
+    assert len(progress) >= 3 and progress == sorted(set(progress))
