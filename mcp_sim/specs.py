@@ -92,6 +92,12 @@ class SpecSet:
     default_scenario: str = DEFAULT_SCENARIO
     # Its resources, resource templates and prompts (mcp_sim.resources).
     surface: Surface = field(default_factory=Surface)
+    # How its tools go into prompts (mcp_sim.prompt_budget decides before serving): "full", every definition
+    # in the system prompt; "index", one line per tool there and each call's own definition beside the call,
+    # cut to `definition_chars` characters, the index to `index_chars` (0: no limit).
+    prompt_layout: str = "full"
+    definition_chars: int = 0
+    index_chars: int = 0
 
     def world_state(self, scenario: str) -> tuple[str | None, Any]:
         """The world's description and seed data in `scenario` (the default one when this file lacks it)."""
@@ -155,6 +161,10 @@ def _expand(paths: list[str | Path], problems: list[str]) -> list[Path]:
     return files
 
 
+# libyaml's parser when PyYAML has it: the same safe subset, many times faster on imported specs of megabytes.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _parse(path: Path, problems: list[str]) -> Any:
     try:
         text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM (.NET writes one) is dropped
@@ -164,7 +174,7 @@ def _parse(path: Path, problems: list[str]) -> Any:
     try:
         if path.suffix == ".json":
             return json.loads(text)
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         problems.append(f"{path}: not valid YAML: {yaml_failure(exc)}")
         return None

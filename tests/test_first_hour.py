@@ -48,7 +48,8 @@ def test_stdio_startup_line_shows_by_default() -> None:
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, stderr = process.communicate(b"", timeout=60)
     first = stderr.decode().splitlines()[0]
-    assert first.startswith(f"mcp-sim serving on stdio: 2 tool(s) from {WEATHER}; no model"), stderr.decode()
+    assert first.startswith(f"mcp-sim serving on stdio: 2 tool(s) from {WEATHER} (prompt "), stderr.decode()
+    assert "of 6,656 tokens); no model" in first
     assert '"mcp-sim/world"' in first
 
 
