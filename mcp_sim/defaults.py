@@ -47,6 +47,8 @@ MIN_DEFINITION_TOKENS = 256
 
 # Serving.
 MAX_QUEUE = 64
+# The most bytes of tool definitions one tools/list page holds (the Python SDK reads at most 1 MiB per event).
+TOOLS_PAGE_BYTES = 512 * 1024
 MAX_WORLDS = 256
 HOST = "127.0.0.1"
 PORT = 8765

@@ -7,10 +7,11 @@ result shape, the optional `sim://world` resource) and onto the stdio and stream
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim import __version__
+from mcp_sim import __version__, defaults
 from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
 from mcp_sim.resource_server import surface_handlers
 from mcp_sim.scheduler import FairScheduler
@@ -60,9 +61,15 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     """
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
+    pages = tool_pages(simulator.catalog.tools.values())
 
     async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        cursor = params.cursor if params is not None else None
+        start = pages.get(cursor or "0")
+        if start is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown cursor {cursor!r}: list again from the start")
+        end = pages.get(f"end:{start}", len(tools))
+        return types.ListToolsResult(tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None)
 
     async def call_tool(ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         world, scenario = request_world(ctx, world_scope)
@@ -88,6 +95,22 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     handlers = surface_handlers(simulator, lambda ctx: request_world(ctx, world_scope), scheduler, expose_world)
     return Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool, **handlers)
+
+
+def tool_pages(specs: Iterable[ToolSpec]) -> dict[str, int]:
+    """Pages of tools/list, each at most TOOLS_PAGE_BYTES of definitions (one tool at least): the cursor of a
+    page (its first tool's index, "0" first) -> that index, and "end:INDEX" -> where the page ends. A spec of
+    a thousand tools lists tens of megabytes; clients cap one message (the Python SDK's SSE reader at 1 MiB)."""
+    pages: dict[str, int] = {"0": 0}
+    start, size = 0, 0
+    for index, spec in enumerate(specs):
+        length = len(json.dumps(spec.definition(), ensure_ascii=False))
+        if index > start and size + length > defaults.TOOLS_PAGE_BYTES:
+            pages[f"end:{start}"] = index
+            pages[str(index)] = start = index
+            size = 0
+        size += length
+    return pages
 
 
 def _spec_source(tool: ToolSpec) -> str:

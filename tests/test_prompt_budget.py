@@ -100,3 +100,29 @@ def tmp_catalog(document: dict[str, Any]) -> Any:
     path = Path(tempfile.mkdtemp()) / "api.json"
     path.write_text(json.dumps(document))
     return load_catalog([path])
+
+
+@pytest.mark.anyio
+async def test_tools_list_comes_in_pages_a_client_can_read() -> None:
+    """Regression: GitHub's 1,223 tools listed as one 20 MB message; the Python SDK's HTTP client reads 1 MiB."""
+    from mcp import Client
+
+    from mcp_sim.server import create_server
+
+    document = many_tools(600)
+    for tool in document["tools"]:
+        tool["description"] += " Long documentation follows." + " Details." * 250
+    catalog = tmp_catalog(document)
+    names: list[str] = []
+    pages = 0
+    async with Client(create_server(Simulator(catalog, ScriptedEngine()))) as client:
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            assert len(page.model_dump_json(by_alias=True)) < 1024 * 1024
+            names += [tool.name for tool in page.tools]
+            pages += 1
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    assert names == list(catalog.tools) and pages >= 3
