@@ -15,14 +15,7 @@ from mcp_sim import defaults
 from mcp_sim.calls import Call, SimulationResult
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
 from mcp_sim.grammar_schema import prepare_for_grammar
-from mcp_sim.prompt import (
-    build_messages,
-    error_schema,
-    extract_observation,
-    parse_error,
-    prompt_action,
-    render_error,
-)
+from mcp_sim.prompt import build_messages, error_schema, extract_observation, parse_error, prompt_action, render_error
 from mcp_sim.specs import ToolSpec, validation_error
 from mcp_sim.worlds import Worlds
 
