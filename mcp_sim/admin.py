@@ -1,5 +1,5 @@
 """Operator routes on the HTTP server, never advertised to the agent as tools: list, show, reset, fork,
-export and delete worlds. Loopback only unless the server requires a bearer token of every request: they
+export, import and delete worlds. Loopback only unless the server requires a bearer token of every request: they
 show and change every world of the server."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mcp_sim.worlds import WorldError, Worlds
+from mcp_sim.worlds.transfer import restore
 
 ADMIN_PATH = "/admin/worlds"
 
@@ -21,11 +22,13 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def admin_routes(worlds: Worlds, remote_allowed: bool = False) -> list[Route]:
-    def guarded(action: Callable[[Request], Any]) -> Handler:
+    def guarded(action: Callable[[Request], Any], with_body: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
             if not remote_allowed and not _loopback(request):
                 return JSONResponse({"error": "the admin routes answer loopback clients only"}, status_code=403)
             try:
+                if with_body:
+                    request.state.body = await _json_body(request)
                 return JSONResponse(await anyio.to_thread.run_sync(action, request))
             except WorldError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=404 if "no world" in str(exc) else 400)
@@ -47,6 +50,9 @@ def admin_routes(worlds: Worlds, remote_allowed: bool = False) -> list[Route]:
             raise WorldError("name the new world: POST .../fork?to=NEW_NAME")
         return worlds.summary(worlds.fork(request.path_params["name"], target))
 
+    def import_world(request: Request) -> Any:
+        return worlds.summary(restore(worlds, request.path_params["name"], request.state.body))
+
     def delete(request: Request) -> Any:
         worlds.delete(request.path_params["name"])
         return {"deleted": request.path_params["name"]}
@@ -57,7 +63,15 @@ def admin_routes(worlds: Worlds, remote_allowed: bool = False) -> list[Route]:
         Route(ADMIN_PATH + "/{name}", guarded(delete), methods=["DELETE"]),
         Route(ADMIN_PATH + "/{name}/reset", guarded(reset), methods=["POST"]),
         Route(ADMIN_PATH + "/{name}/fork", guarded(fork), methods=["POST"]),
+        Route(ADMIN_PATH + "/{name}/import", guarded(import_world, with_body=True), methods=["POST"]),
     ]
+
+
+async def _json_body(request: Request) -> Any:
+    try:
+        return await request.json()
+    except ValueError:
+        raise WorldError("the request body is not JSON: send an exported world") from None
 
 
 def _loopback(request: Request) -> bool:

@@ -39,9 +39,16 @@ MAX_STRING = 80
 MAX_ITEMS = 5
 # The smallest room left for the prompt itself once the answer and reasoning budgets are set aside.
 MIN_PROMPT_ROOM = 512
+# Room kept for a world's history and the call when a spec's system prompt is fitted to the context; a spec
+# whose tools do not fit beside it lists them one per line (mcp_sim.prompt_budget).
+HISTORY_ROOM = 1024
+# The least room an indexed spec must leave for the definition of the tool called.
+MIN_DEFINITION_TOKENS = 256
 
 # Serving.
 MAX_QUEUE = 64
+# The most bytes of tool definitions one tools/list page holds (the Python SDK reads at most 1 MiB per event).
+TOOLS_PAGE_BYTES = 512 * 1024
 MAX_WORLDS = 256
 HOST = "127.0.0.1"
 PORT = 8765

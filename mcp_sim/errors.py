@@ -12,6 +12,16 @@ def parse_failure(exc: Exception) -> str:
     return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
+def yaml_failure(exc: Exception) -> str:
+    """A YAML syntax error in one short line ("line 3, column 7: ..."): PyYAML's own message spans several
+    lines and names the file "<unicode string>"; the caller names the file."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return str(exc).replace('in "<unicode string>", ', "")
+    context = getattr(exc, "context", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" ({context})" if context else "")
+
+
 class SpecError(McpSimError):
     """One or more tool spec files are invalid; every problem is listed."""
 

@@ -15,7 +15,15 @@ from mcp_sim import defaults
 from mcp_sim.calls import Call, SimulationResult
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
 from mcp_sim.grammar_schema import prepare_for_grammar
-from mcp_sim.prompt import Turn, build_messages, error_schema, extract_observation, parse_error, render_error
+from mcp_sim.prompt import (
+    Turn,
+    build_messages,
+    error_schema,
+    extract_observation,
+    parse_error,
+    prompt_action,
+    render_error,
+)
 from mcp_sim.specs import ToolSpec, validation_error
 from mcp_sim.state.pins import Pins, apply_pins, pin_schema
 from mcp_sim.worlds import Worlds
@@ -199,7 +207,8 @@ class ModelAnswerer:
         Once turns must go, enough go to free `drop_fraction` of the room the history may fill: the calls
         that follow then extend this prompt rather than each shifting the history by one turn, which would
         make the engine re-read (or shift) the whole history on every call."""
-        system, history, action, world = call.system, list(call.history), call.action, call.world
+        system, history, world = call.system, list(call.history), call.world
+        action = prompt_action(call.tool, call.action)  # with its tool's definition when the spec is indexed
         limit = self.engine.context_size - self.options.max_tokens - self._think_budget()
         style = self.options.prompt_style
         # The records this call touches, for a text tool: its answer has no grammar to pin them. A tool with an

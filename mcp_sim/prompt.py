@@ -93,8 +93,11 @@ def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = Fals
         return agentworld_system_prompt(spec_set, errors, scenario)
     description, data = spec_set.world_state(scenario)
     parts = [ROLE, "# Input Definitions & Action Space"]
-    for tool in spec_set.tools:
-        parts.append(json.dumps(_prompt_definition(tool), ensure_ascii=False, separators=(",", ":")))
+    if spec_set.prompt_layout == "index":
+        parts.append(tool_index(spec_set, spec_set.index_chars))
+    else:
+        for tool in spec_set.tools:
+            parts.append(json.dumps(_prompt_definition(tool), ensure_ascii=False, separators=(",", ":")))
     parts.extend(filter(None, [surface_prompt(spec_set.surface)]))
     if description or data is not None:
         parts.append("# World")
@@ -104,9 +107,71 @@ def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = Fals
             parts.append("Initial state (JSON):\n" + json.dumps(data, ensure_ascii=False))
     parts.append(RULES + "\n" + (ERRORS_RULE if errors else SUCCESS_RULE))
     demonstrations = _demonstrations(spec_set, scenario)
-    if demonstrations:
+    if demonstrations and spec_set.prompt_layout != "index":
         parts.append("# Demonstrations\n" + demonstrations)
     return "\n\n".join(parts)
+
+
+# A spec too large for the context lists its tools in one line each; every call then brings its own
+# tool's definition, on the line before the call (the world's history keeps the calls alone, so the
+# system prompt and the history stay a shared prefix across calls of any tool).
+INDEX_INTRO = ("This server has more tools than fit here in full: each is listed by name and purpose. Every "
+               "call message starts with the full definition of the tool called (one JSON line), then the call.")
+INDEX_DESCRIPTION_CHARS = 80
+
+
+def tool_index(spec_set: SpecSet, limit_chars: int = 0) -> str:
+    """One line per tool: its name and the first sentence of its description; past LIMIT_CHARS (0: none),
+    the names that do not fit are counted instead of listed."""
+    lines = [INDEX_INTRO]
+    used = len(INDEX_INTRO)
+    for number, tool in enumerate(spec_set.tools):
+        line = f"- {tool.name}" + (f": {_first_sentence(tool.description)}" if tool.description else "")
+        if limit_chars and used + len(line) > limit_chars:
+            lines.append(f"- ... and {len(spec_set.tools) - number} more tools")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)
+
+
+def _first_sentence(text: str) -> str:
+    sentence = text.strip().split("\n", 1)[0].split(". ", 1)[0].rstrip(".")
+    return sentence if len(sentence) <= INDEX_DESCRIPTION_CHARS else sentence[:INDEX_DESCRIPTION_CHARS - 1] + "…"
+
+
+def prompt_action(tool: ToolSpec, action: str) -> str:
+    """The current call as the model is shown it: with its tool's definition first when the spec's tools are
+    only indexed in the system prompt."""
+    spec_set = tool.spec_set
+    if spec_set is None or spec_set.prompt_layout != "index":
+        return action
+    return compact_definition(tool, spec_set.definition_chars) + "\n" + action
+
+
+def compact_definition(tool: ToolSpec, limit_chars: int = 0) -> str:
+    """TOOL's definition as one JSON line of at most LIMIT_CHARS (0: no limit): in full if it fits, else
+    without the schemas' descriptions, then without its outputSchema (the grammar still enforces it), then
+    with only the names of its arguments."""
+    full = _prompt_definition(tool)
+    summary = {"name": tool.name, **({"description": _first_sentence(tool.description)} if tool.description else {})}
+    terse = {**_without_descriptions(full), **summary}
+    candidates = [full, terse, {k: v for k, v in terse.items() if k != "outputSchema"},
+                  {**summary, "arguments": sorted(tool.input_schema.get("properties", {}))}]
+    for candidate in candidates:
+        text = json.dumps(candidate, ensure_ascii=False, separators=(",", ":"))
+        if not limit_chars or len(text) <= limit_chars:
+            return text
+    return text[:limit_chars]
+
+
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items()
+                if k not in ("description", "examples", "example", "title") or not isinstance(v, str | list)}
+    if isinstance(node, list):
+        return [_without_descriptions(item) for item in node]
+    return node
 
 
 def _prompt_definition(tool: ToolSpec) -> dict[str, Any]:
@@ -191,15 +256,16 @@ def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False, scenario: 
         if data is not None:
             world.append("Initial state (JSON):\n" + json.dumps(data, ensure_ascii=False))
         parts.append("\n\n".join(world))
-    tools = "\n".join(json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":"))
-                      for t in spec_set.tools)
+    tools = tool_index(spec_set, spec_set.index_chars) if spec_set.prompt_layout == "index" else "\n".join(
+        json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":")) for t in spec_set.tools)
     parts.append("# Input Definitions & Action Space\n\nYou can simulate the following tools:\n\n" + tools)
     parts.extend(filter(None, [surface_prompt(spec_set.surface)]))
     parts.append(AGENTWORLD_REQUIREMENTS)
     demonstrations = [
         agentworld_turn(number, render_action(tool.name, example.arguments))
         + "\n" + agentworld_observation(_example_observation(tool, example))
-        for number, (tool, example) in enumerate(_examples(spec_set, scenario), start=1)]
+        for number, (tool, example) in enumerate(_examples(spec_set, scenario), start=1)
+        if spec_set.prompt_layout != "index"]
     if demonstrations:
         parts.append("# Demonstrations\n\n" + "\n\n".join(demonstrations))
     return "\n\n---\n\n".join(parts)

@@ -6,10 +6,12 @@ Installed with mcp-sim (a `pytest11` entry point, so it loads by itself; from a 
 
     @pytest.mark.anyio
     async def test_agent(mcp_sim):
-        async with mcp_sim("tools.yaml", cache="tests/tools.cache.db", replay_only=True) as client:
+        async with mcp_sim("tools.yaml", cache="tools.cache.db", replay_only=True) as client:
             await my_agent(client)
         assert mcp_sim.journal.tools() == ["get_order", "refund_order"]
         assert set(mcp_sim.journal.sources()) == {"cache"}
+
+Relative paths (specs, cache, replay traces) are found beside the test file, wherever pytest runs from.
 
 Nothing heavy is imported until a test asks for the fixture: pytest loads this module in every run.
 """
@@ -87,8 +89,10 @@ class Journal:
 class McpSim:
     """The `mcp_sim` fixture: call it to start a simulated server, `async with` it for a connected client."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: Path | None = None) -> None:
         self.journal = Journal()
+        # The folder relative paths are read from: the test file's (so a run from elsewhere finds them).
+        self.base = base
 
     def __call__(self, *specs: str | Path, cache: str | Path | None = None, replay_only: bool = False,
                  strict: bool = False, replay: Sequence[str | Path] = (),
@@ -102,9 +106,20 @@ class McpSim:
         keyword is an engine option of `serve` (model, max_tokens, seed, expose_prompt, ...)."""
         from mcp_sim.rehearsal.setup import RehearsalSettings
 
-        rehearsal = RehearsalSettings(cache=_path(cache), replay_only=replay_only, strict=strict,
-                                      replay=[Path(p) for p in replay], model=engine.get("model"))
-        return self._serve(list(specs), rehearsal, fixtures or {}, world, scenario, engine)
+        rehearsal = RehearsalSettings(cache=self._path(cache), replay_only=replay_only, strict=strict,
+                                      replay=[self._resolve(p) for p in replay], model=engine.get("model"))
+        return self._serve([self._resolve(p) for p in specs], rehearsal, fixtures or {}, world, scenario, engine)
+
+    def _path(self, value: str | Path | None) -> Path | None:
+        return None if value is None else self._resolve(value)
+
+    def _resolve(self, value: str | Path) -> Path:
+        """VALUE beside the test file; a path that only exists from the current folder still works (as before)."""
+        path = Path(value)
+        if path.is_absolute() or self.base is None:
+            return path
+        beside = self.base / path
+        return path if not beside.exists() and path.exists() else beside
 
     @asynccontextmanager
     async def _serve(self, specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dict[str, Any]]],
@@ -122,10 +137,6 @@ class McpSim:
         finally:
             simulator.engine.close()
             simulator.worlds.close()
-
-
-def _path(value: str | Path | None) -> Path | None:
-    return None if value is None else Path(value)
 
 
 def _build(specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dict[str, Any]]],
@@ -179,6 +190,6 @@ def _client(server: Any, world: str | None) -> Client:
 
 
 @pytest.fixture
-def mcp_sim() -> McpSim:
+def mcp_sim(request: pytest.FixtureRequest) -> McpSim:
     """Start simulated MCP servers in-process: `async with mcp_sim(spec, **options) as client:`."""
-    return McpSim()
+    return McpSim(Path(request.path).parent)

@@ -7,10 +7,13 @@ result shape, the optional `sim://world` resource) and onto the stdio and stream
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -23,7 +26,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
-from mcp_sim import __version__
+from mcp_sim import __version__, defaults
 from mcp_sim.call_interactions import (
     ClientRefused,
     InputRequired,
@@ -39,6 +42,7 @@ from mcp_sim.resource_server import surface_handlers, written_uri
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.server_features import Subscriptions, completion_handler, logging_handler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
+from mcp_sim.specs import ToolSpec
 from mcp_sim.worlds.routing import choose_world
 
 if TYPE_CHECKING:
@@ -55,6 +59,8 @@ SCENARIO_META_KEY = "mcp-sim/scenario"
 INSTRUCTIONS = ("Every tool of this server is SIMULATED by a language world model: nothing is executed and "
                 "no real system is touched. Results carry _meta['mcp-sim/simulation'].simulated = true.")
 PROGRESS_INTERVAL_S = 0.25
+# With no other progress for this long, a call that asked for progress is told the server still works on it.
+HEARTBEAT_S = 5.0
 
 
 def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
@@ -72,8 +78,15 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     levels = LogLevels()
     subscriptions = Subscriptions()
 
+    pages = tool_pages(simulator.catalog.tools.values())
+
     async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        cursor = params.cursor if params is not None else None
+        start = pages.get(cursor or "0")
+        if start is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown cursor {cursor!r}: list again from the start")
+        end = pages.get(f"end:{start}", len(tools))
+        return types.ListToolsResult(tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None)
 
     async def call_tool(ctx: RequestContext,
                         params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
@@ -83,15 +96,16 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         interactions = tool.interactions
+        progress = ProgressChannel(ctx.session.report_progress, params.name)
         try:
             # Before the answer, as a real tool would: ask the client, then report while "working".
             client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses,
                                       params.request_state) if interactions.asks_client else None
             await send_notifications(ctx, interactions.notifications, levels)
-            if warmup is not None:
-                await warmup.wait(ctx.session.report_progress)
-            async with scheduler.slot(world):
-                result = await _simulate_off_loop(simulator, ctx, params, world, scenario, client)
+            # A call waits for the model and its own spec's system prompt, never for the other specs'.
+            warm = nullcontext() if warmup is None else warmup.call(_spec_source(tool), progress)
+            async with progress.heartbeat(), warm, scheduler.slot(world):
+                result = await _simulate_off_loop(simulator, progress, params, world, scenario, client)
         except InputRequired as needed:  # stateless: the client answers the requests and calls again
             return needed.result
         except ClientRefused as exc:
@@ -125,6 +139,26 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     return server
 
 
+def tool_pages(specs: Iterable[ToolSpec]) -> dict[str, int]:
+    """Pages of tools/list, each at most TOOLS_PAGE_BYTES of definitions (one tool at least): the cursor of a
+    page (its first tool's index, "0" first) -> that index, and "end:INDEX" -> where the page ends. A spec of
+    a thousand tools lists tens of megabytes; clients cap one message (the Python SDK's SSE reader at 1 MiB)."""
+    pages: dict[str, int] = {"0": 0}
+    start, size = 0, 0
+    for index, spec in enumerate(specs):
+        length = len(json.dumps(spec.definition(), ensure_ascii=False))
+        if index > start and size + length > defaults.TOOLS_PAGE_BYTES:
+            pages[f"end:{start}"] = index
+            pages[str(index)] = start = index
+            size = 0
+        size += length
+    return pages
+
+
+def _spec_source(tool: ToolSpec) -> str:
+    return tool.spec_set.source if tool.spec_set is not None else ""
+
+
 def request_world(ctx: RequestContext, world_scope: str) -> tuple[str, str | None]:
     """The world (and the scenario for a new one) that the request names, or that its transport implies."""
     query = getattr(ctx.request, "query_params", None) or {}
@@ -145,7 +179,47 @@ def transport_session_id(ctx: RequestContext) -> str | None:
     return str(session_id) if session_id else None
 
 
-async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: types.CallToolRequestParams,
+class ProgressChannel:
+    """A call's progress notifications: always increasing (MCP requires it, across waiting and decoding), and
+    a heartbeat while nothing else reports (waiting for a turn, reading the prompt), so that clients which
+    reset their timeout on progress (the MCP Inspector, the TypeScript SDK) keep waiting."""
+
+    def __init__(self, send: Callable[[float, float | None, str | None], Awaitable[None]], tool: str):
+        self._send = send
+        self._tool = tool
+        self._last = 0.0
+        self._stamp = time.monotonic()
+
+    async def __call__(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        self._last = max(progress, self._last + 1)
+        self._stamp = time.monotonic()
+        try:
+            await self._send(self._last, total, message)
+        except Exception:  # progress is best effort; never fail a call for it
+            logger.debug("progress report failed", exc_info=True)
+
+    @asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._beat)
+            try:
+                yield
+            except BaseException as exc:  # re-raised below as itself, not wrapped in the group's ExceptionGroup
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _beat(self) -> None:
+        while True:
+            await anyio.sleep(HEARTBEAT_S)
+            if time.monotonic() - self._stamp >= HEARTBEAT_S:
+                await self(self._last, None, f"{self._tool}: still working")
+
+
+async def _simulate_off_loop(simulator: Simulator, progress: ProgressChannel, params: types.CallToolRequestParams,
                              world: str, scenario: str | None,
                              client: dict[str, Any] | None = None) -> SimulationResult:
     """Run the blocking model call in a worker thread; report progress; stop decoding when cancelled."""
@@ -158,8 +232,7 @@ async def _simulate_off_loop(simulator: Simulator, ctx: RequestContext, params: 
             return
         last_report[0] = now
         try:
-            anyio.from_thread.run(ctx.session.report_progress, float(tokens), float(budget),
-                                  f"simulating {params.name}: {tokens} tokens")
+            anyio.from_thread.run(progress, float(tokens), float(budget), f"simulating {params.name}: {tokens} tokens")
         except Exception:  # progress is best effort; never fail a call for it
             logger.debug("progress report failed", exc_info=True)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from mcp_sim.errors import SpecError
+from mcp_sim.errors import SpecError, yaml_failure
 from mcp_sim.interactions import INTERACTION_FIELDS, Interactions, parse_interactions
 from mcp_sim.rehearsal.faults import FaultFileError, FaultRule, rules_from_spec
 from mcp_sim.rehearsal.fixtures import Fixture, ToolShape, parse_fixtures
@@ -96,6 +96,12 @@ class SpecSet:
     default_scenario: str = DEFAULT_SCENARIO
     # Its resources, resource templates and prompts (mcp_sim.resources).
     surface: Surface = field(default_factory=Surface)
+    # How its tools go into prompts (mcp_sim.prompt_budget decides before serving): "full", every definition
+    # in the system prompt; "index", one line per tool there and each call's own definition beside the call,
+    # cut to `definition_chars` characters, the index to `index_chars` (0: no limit).
+    prompt_layout: str = "full"
+    definition_chars: int = 0
+    index_chars: int = 0
 
     def world_state(self, scenario: str) -> tuple[str | None, Any]:
         """The world's description and seed data in `scenario` (the default one when this file lacks it)."""
@@ -159,17 +165,24 @@ def _expand(paths: list[str | Path], problems: list[str]) -> list[Path]:
     return files
 
 
+# libyaml's parser when PyYAML has it: the same safe subset, many times faster on imported specs of megabytes.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _parse(path: Path, problems: list[str]) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM (.NET writes one) is dropped
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{path}: cannot read: {exc}")
         return None
     try:
         if path.suffix == ".json":
             return json.loads(text)
-        return yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:  # ValueError: bad JSON, and integers past 4300 digits
+        return yaml.load(text, Loader=SAFE_LOADER)
+    except yaml.YAMLError as exc:
+        problems.append(f"{path}: not valid YAML: {yaml_failure(exc)}")
+        return None
+    except ValueError as exc:  # bad JSON, and integers past 4300 digits
         problems.append(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}")
         return None
     except RecursionError:

@@ -55,11 +55,12 @@ PARSER_DEPTH_LIMIT = 200
 
 async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *, allow_remote: bool = False,
                      auth_token: str | None = None, allowed_hosts: Sequence[str] = (),
-                     routes: list[Route] | None = None, on_ready: Callable[[], object] | None = None) -> None:
+                     routes: list[Route] | None = None, on_ready: Callable[[], object] | None = None,
+                     on_listening: Callable[[], object] | None = None) -> None:
     """Serve streamable HTTP at http://host:port/path, refusing an unsafe bind (see `check_bind`). `routes`
     (the operator's admin routes) sit behind the same token and Host/Origin checks. `on_ready` runs after the
     startup lines are logged: llama.cpp's quiet model load points fd 2 at /dev/null for a moment, and a line
-    logged meanwhile from another thread is lost."""
+    logged meanwhile from another thread is lost. `on_listening` runs once the socket accepts connections."""
     import uvicorn
 
     check_bind(host, allow_remote, auth_token)
@@ -78,7 +79,18 @@ async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *
     logger.info("serving streamable HTTP at http://%s:%d%s", host, port, path)
     if on_ready is not None:
         on_ready()
-    await uvicorn.Server(config).serve()
+    server_ = uvicorn.Server(config)
+    async with anyio.create_task_group() as group:
+        if on_listening is not None:
+            group.start_soon(_when_started, server_, on_listening)
+        await server_.serve()
+        group.cancel_scope.cancel()
+
+
+async def _when_started(server: Any, callback: Callable[[], object]) -> None:
+    while not server.started:
+        await anyio.sleep(0.05)
+    callback()
 
 
 @dataclass(frozen=True)

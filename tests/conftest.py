@@ -74,7 +74,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
     raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
 
 
-def start_http_server(*serve_args: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_http_server(*serve_args: str, timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], str]:
     """`mcp-sim serve ... --transport http` on a free loopback port; returns the process and its URL."""
     port = free_port()
     # stderr goes to a file: a pipe nobody reads fills after ~64 KB of log lines and blocks the server.
@@ -83,7 +83,7 @@ def start_http_server(*serve_args: str) -> tuple[subprocess.Popen[bytes], str]:
         mcp_sim_command("serve", *serve_args, "--transport", "http", "--port", str(port)),
         env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=log)
     log.close()
-    wait_for_port(port, process)
+    wait_for_port(port, process, timeout)
     return process, f"http://127.0.0.1:{port}/mcp"
 
 

@@ -57,8 +57,10 @@ def test_updates_an_entry_of_the_same_name_and_keeps_its_env(tmp_path: Path) -> 
     entry = json.loads(config.read_text())["mcpServers"]["sim"]
     assert entry == {"command": sys.executable, "args": ["-m", "mcp_sim", "serve", str(WEATHER.resolve()),
                                                          str(CRM.resolve())], "env": {"MCP_SIM_HOME": "/data"}}
-    assert first.updated and second.updated
-    assert first.backup and second.backup and first.backup != second.backup  # same second: a numbered name
+    assert first.updated and first.changed and first.backup
+    # Regression: a re-run with no change wrote another backup and said "updated".
+    assert second.updated and not second.changed and second.backup is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([config.name, first.backup.name])
 
 
 def test_creates_a_missing_config_and_its_folder_without_a_backup(tmp_path: Path) -> None:
@@ -125,3 +127,27 @@ def test_install_command_prints_where_it_wrote_and_the_backup(tmp_path: Path) ->
     broken = CliRunner().invoke(cli, ["install", "claude-desktop", str(WEATHER), "--config", str(config)])
     assert broken.exit_code == 1 and broken.stderr.startswith("Error: ") and "not valid JSON" in broken.stderr
     assert "Traceback" not in broken.output
+
+
+def test_serve_options_reach_the_entry_with_absolute_paths_and_a_rerun_is_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: install could not pass --model, --faults, --cache or --scenario to serve."""
+    from mcp_sim.cli import cli as full_cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outage.yaml").write_text((SPECS.parent / "examples" / "faults" / "outage.yaml").read_text())
+    config = tmp_path / "config.json"
+    ops = str(SPECS / "ops.yaml")
+    args = ["install", "claude-desktop", ops, "--config", str(config), "--faults", "outage.yaml",
+            "--cache", "c.db", "--scenario=postgres-down", "--model", "qwen-agentworld-35b-a3b", "--simulate-errors"]
+    first = CliRunner().invoke(full_cli, args)
+    assert first.exit_code == 0, first.output
+    entry = json.loads(config.read_text())["mcpServers"]["ops-simulated"]
+    assert entry["args"][-10:] == ["serve", ops, "--faults", str(tmp_path / "outage.yaml"), "--cache",
+                                   str(tmp_path / "c.db"), "--scenario=postgres-down", "--model",
+                                   "qwen-agentworld-35b-a3b", "--simulate-errors"]
+    again = CliRunner().invoke(full_cli, args)
+    assert again.exit_code == 0 and again.stdout.startswith("unchanged: ") and "backup" not in again.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "outage.yaml"]
+    typo = CliRunner().invoke(full_cli, [*args, "--modle", "x"])
+    assert typo.exit_code == 2 and "--modle" in typo.output

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.grammar_schema import prepare_for_grammar
-from mcp_sim.specs import load_catalog
-from tests.conftest import SPECS
+from mcp_sim.sources.openapi import import_openapi
+from mcp_sim.specs import load_catalog, validation_error
+from tests.conftest import REPO, SPECS
+from tests.grammar_check import GrammarChecker
 
 
 def test_type_lists_become_anyof_branches_that_keep_their_properties() -> None:
@@ -71,3 +78,86 @@ def test_llama_cpp_parses_the_grammar_of_every_shipped_output_schema(model_path:
     for tool in load_catalog([SPECS]).tools.values():
         if tool.output_schema is not None:
             assert engine.schema_support(prepare_for_grammar(tool.output_schema)) is None, tool.name
+
+
+# What an OpenAPI newcomer imports first: Item is allOf [NewItem, {id}].
+NEW_ITEM = {"type": "object", "required": ["name", "quantity"], "properties": {
+    "name": {"type": "string"}, "quantity": {"type": "integer"}, "price": {"type": "number"},
+    "tags": {"type": "array", "items": {"type": "string"}}}}
+ITEM_ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
+OAS_EXAMPLES = REPO / "node_modules" / "@readme" / "oas-examples" / "3.0" / "json"
+
+
+@pytest.fixture(scope="module")
+def grammars(model_path: Path) -> Iterator[GrammarChecker]:
+    checker = GrammarChecker(model_path)
+    yield checker
+    checker.close()
+
+
+@pytest.mark.parametrize("parent", [{}, {"type": "object"}])
+def test_allof_is_merged_so_the_grammar_asks_for_every_required_field(parent: dict[str, Any],
+                                                                      grammars: GrammarChecker) -> None:
+    """Regression: with the parent typed object, the grammar allowed any string-valued object (createItem then
+    failed with "'quantity' is a required property"); each member was closed with additionalProperties: false,
+    which no instance can satisfy."""
+    item = {**parent, "allOf": [{"$ref": "#/$defs/NewItem"}, ITEM_ID], "$defs": {"NewItem": NEW_ITEM}}
+    prepared = prepare_for_grammar(item)
+    assert "allOf" not in json.dumps(prepared) and prepared["required"] == ["name", "quantity", "id"]
+    answer = '{"name": "pen", "quantity": 3, "id": "i-1", "price": 1.5}'
+    assert grammars.accepts(prepared, answer) and validation_error(json.loads(answer), item) is None
+    assert validation_error(json.loads(answer), prepared) is None
+    assert not grammars.accepts(prepared, '{"name": "pen", "id": "i-1"}')  # quantity is required
+
+
+def test_properties_beside_oneof_are_kept_in_every_branch(grammars: GrammarChecker) -> None:
+    """llama.cpp's converter reads only the oneOf of {properties, oneOf}: the shared properties are merged in."""
+    schema = {"type": "object", "required": ["kind"], "properties": {"kind": {"type": "string"}},
+              "oneOf": [{"required": ["cat"], "properties": {"cat": {"type": "boolean"}}},
+                        {"required": ["dog"], "properties": {"dog": {"type": "integer"}}}]}
+    prepared = prepare_for_grammar(schema)
+    assert [branch["required"] for branch in prepared["anyOf"]] == [["kind", "cat"], ["kind", "dog"]]
+    assert grammars.accepts(prepared, '{"kind": "dog", "dog": 2}')
+    assert not grammars.accepts(prepared, '{"dog": 2}')
+
+
+@pytest.mark.parametrize("document", ["petstore-expanded.json", "discriminators.json", "polymorphism.json",
+                                      "complex-nesting.json", "response-schemas.json"])
+def test_composed_schemas_of_real_documents_give_grammars_that_admit_valid_answers(
+        document: str, grammars: GrammarChecker) -> None:
+    """Every allOf/oneOf/anyOf schema an import of these documents holds (output and input alike): the grammar
+    admits an answer that the schema as written accepts."""
+    tools = import_openapi(OAS_EXAMPLES / document).document["tools"]
+    schemas = [tool[key] for tool in tools for key in ("inputSchema", "outputSchema")
+               if any(word in json.dumps(tool.get(key)) for word in ("allOf", "oneOf", "anyOf"))]
+    assert schemas, f"{document} has no composed schema"
+    for schema in schemas:
+        prepared = prepare_for_grammar(schema)
+        assert "allOf" not in json.dumps(prepared)
+        answer = minimal_instance(prepared)
+        assert validation_error(answer, prepared) in (None,) or "valid under each of" in str(
+            validation_error(answer, prepared)), (answer, prepared)
+        assert grammars.accepts(prepared, json.dumps(answer)), (answer, prepared)
+        problem = validation_error(answer, schema)
+        # A oneOf whose branches overlap is the document's own ambiguity; anything else is a grammar fault.
+        assert problem is None or "valid under each of" in problem, (problem, answer, schema)
+
+
+def minimal_instance(schema: dict[str, Any]) -> Any:
+    """The smallest answer the prepared SCHEMA allows: required properties only, first branches, first values."""
+    for key in ("oneOf", "anyOf"):
+        if key in schema:
+            return minimal_instance(schema[key][0])
+    if "const" in schema or "enum" in schema:
+        return schema.get("const", (schema.get("enum") or [None])[0])
+    kind = schema.get("type", "object")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return {name: minimal_instance(properties.get(name, {"type": "string"}))
+                for name in schema.get("required", []) if name in properties}
+    if kind == "array":
+        return [minimal_instance(schema.get("items", {"type": "string"})) for _ in range(schema.get("minItems", 0))]
+    if kind == "string":
+        return "a" * max(schema.get("minLength", 0), 1) if "pattern" not in schema else "2024-01-01"
+    return {"integer": schema.get("minimum", 0), "number": schema.get("minimum", 0), "boolean": True,
+            "null": None}[kind]

@@ -268,3 +268,36 @@ def assert_screenshot_shows_the_timeline(shot: Path) -> None:
     # The destructive badge's red (#b00020) appears only in the timeline, filled solid.
     badge = np.all(np.abs(pixels - np.array([0xB0, 0x00, 0x20]) / 255) < 2 / 255, axis=2)
     assert badge.sum() > 200, "the timeline's destructive badges are not on screen"
+
+
+def test_at_80_columns_no_word_is_broken_apart(cli: click.Group, tmp_path: Path) -> None:
+    """Regression: seven columns in 80 split words ("outcom" / "e", "ser" / "vic" / "e")."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(entry("restart_service", world="bad-day-team-a", destructive=True, is_error=True,
+                        result="service postgres is down; restart failed", faults=["error"],
+                        arguments={"service": "postgres", "force": True}))
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["ledger", str(ledger.path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines[:-1])) <= 80  # the summary line is one paragraph
+    for phrase in ("restart_service (destructive)", "error: service postgres is down; restart failed",
+                   '{"service": "postgres", "force": true}', "outcome", "arguments", "bad-day-team-a"):
+        assert any(phrase in line for line in lines), phrase
+
+
+def test_the_chart_draws_every_call_apart_and_labels_every_minute() -> None:
+    """Regression: 7 calls, some less than a second apart, showed as 5 marks; a minute label was skipped."""
+    import re
+
+    from mcp_sim.rehearsal.ledger_report import _chart_svg
+
+    seconds = [50, 50.3, 50.6, 90, 90.5, 145, 240]
+    calls = [entry(world="w", seconds=0, time=T0 + timedelta(seconds=s)) for s in seconds]
+    svg = _chart_svg(calls, ["w"])
+    plot = svg.split('<g id="legend_1">')[0]  # the legend draws a mark of its own
+    marks = set()
+    for group in re.findall(r'<g id="PathCollection_\d+">(.*?)</g>', plot, re.DOTALL):
+        marks |= set(re.findall(r'<use xlink:href="#[^"]+" x="([\d.]+)" y="([\d.]+)"', group))
+    assert len(marks) == len(calls)
+    labels = re.findall(r"<!-- (\d\d:\d\d) -->", svg)
+    assert labels == ["09:00", "09:01", "09:02", "09:03", "09:04"]

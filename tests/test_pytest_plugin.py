@@ -79,3 +79,24 @@ async def test_bad(mcp_sim):
             pass
 ''')
     pytester.runpytest(*plugin_args(), "-q", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_relative_spec_and_cache_paths_are_found_beside_the_test_file_from_a_parent_folder(
+        pytester: pytest.Pytester) -> None:
+    """Regression: they were read from the current folder; a run from the parent ended in 'no response cache'."""
+    from mcp_sim.rehearsal.cache import ResponseCache
+
+    agent = pytester.mkdir("agent")
+    (agent / "tools.yaml").write_text((SPECS / "weather.yaml").read_text())
+    ResponseCache(agent / "tools.cache.db").close()
+    (agent / "test_agent.py").write_text('''
+import pytest
+
+@pytest.mark.anyio
+async def test_agent(mcp_sim):
+    async with mcp_sim("tools.yaml", cache="tools.cache.db", replay_only=True) as client:
+        result = await client.call_tool("get_weather", {"city": "Oslo"})
+    assert result.is_error and mcp_sim.journal.sources() == ["miss"]
+''')
+    result = pytester.runpytest(*plugin_args(), "-q", "-p", "no:cacheprovider", "agent/test_agent.py")
+    result.assert_outcomes(passed=1)

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from mcp_sim import prompt
 from mcp_sim.cli import cli
 from mcp_sim.rehearsal.cache import ResponseCache
+from mcp_sim.rehearsal.replay_setup import REPLAY_ENGINE_NAME
 from mcp_sim.rehearsal.setup import RehearsalSettings, attach
 from mcp_sim.rehearsal.sources import FAULT_META, result_bytes
 from mcp_sim.server import to_call_tool_result
@@ -283,7 +284,8 @@ def test_call_replay_only_without_a_cache_misses_without_loading_a_model(tmp_pat
     assert outcome.exit_code == 1, outcome.output
     result = json.loads(outcome.stdout)
     assert result["isError"] and "Replay miss" in result["content"][0]["text"]
-    assert result["_meta"][META_KEY]["model"] == str(tmp_path / "absent.gguf")
+    # No model was loaded, so _meta names none (it used to name the absent file).
+    assert result["_meta"][META_KEY]["model"] == REPLAY_ENGINE_NAME
 
 
 def test_a_replayed_world_hits_after_its_history_outgrew_the_context(tmp_path: Path) -> None:

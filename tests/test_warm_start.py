@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -14,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from mcp_sim import warmup as warmup_module
-from mcp_sim.engines.base import ChatMessage
+from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.errors import ModelFileError
 from mcp_sim.server import create_server
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
@@ -112,3 +113,99 @@ async def test_a_real_server_warms_the_system_prompt_before_the_first_call() -> 
     meta = result.meta[META_KEY]  # type: ignore[index]
     # The first call of the world reads its own tokens only: the system prompt was read during the warm-up.
     assert meta["evaluated_tokens"] < meta["prompt_tokens"] / 4, meta
+
+
+class PerSpecWarmEngine(ScriptedEngine):
+    """Loads at once; reading a spec's system prompt lasts until the test opens that spec's gate."""
+
+    MARKERS = {"get_service_status": "ops", "read_file": "files", "get_customer": "crm"}
+
+    def __init__(self, *answers: str):
+        super().__init__(*answers)
+        self.gates = {spec: threading.Event() for spec in self.MARKERS.values()}
+        self.loaded = threading.Event()
+        self.loaded.set()
+        self.order: list[str] = []
+
+    def warm(self, prompts: list[list[ChatMessage]]) -> None:
+        assert self.loaded.wait(30)
+        for messages in prompts:
+            spec = next(s for marker, s in self.MARKERS.items() if marker in messages[0].content)
+            self.order.append(spec)
+            assert self.gates[spec].wait(30)
+
+
+async def test_a_call_waits_only_for_its_own_specs_prompt_which_goes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: the first call waited for every spec's warm-up (152 s with four specs, 10.9 s with one)."""
+    monkeypatch.setattr(warmup_module, "WAIT_REPORT_S", 0.05)
+    engine = PerSpecWarmEngine('{"found": false}')
+    simulator = Simulator(load_catalog([OPS, SPECS / "files.yaml", SPECS / "crm.yaml"]), engine,
+                          SimOptions(attempts=1))
+    warmup = Warmup(simulator)
+    async with Client(create_server(simulator, warmup=warmup)) as client:
+        warmup.start()
+        await anyio.sleep(0.3)  # the background has begun reading the first spec (ops)
+        engine.gates["ops"].set()  # the prompt being read when the call comes is finished, never cut
+        engine.gates["crm"].set()
+        with anyio.fail_after(10):
+            await client.call_tool("get_customer", {"customer_id": "C-1001"})
+        assert engine.requests and not engine.gates["files"].is_set() and not warmup.ready
+        assert engine.order[:2] == ["ops", "crm"]  # crm was called, so it went before files
+        engine.gates["files"].set()
+        with anyio.fail_after(10):
+            await warmup.wait()
+    assert engine.order == ["ops", "crm", "files"]
+
+
+async def test_the_background_reads_no_other_prompt_while_a_call_is_in_flight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warmup_module, "WAIT_REPORT_S", 0.05)
+    engine = PerSpecWarmEngine()
+    for gate in engine.gates.values():
+        gate.set()
+    engine.loaded.clear()
+    simulator = Simulator(load_catalog([OPS, SPECS / "files.yaml"]), engine, SimOptions(attempts=1))
+    warmup = Warmup(simulator)
+    warmup.start()
+
+    async def load_soon() -> None:
+        await anyio.sleep(0.2)
+        engine.loaded.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(load_soon)
+        with anyio.fail_after(10):
+            async with warmup.call(simulator.catalog.spec_sets[1].source):
+                assert engine.order == ["files"]  # called first, so read first
+                await anyio.sleep(0.3)
+                assert engine.order == ["files"]  # ops waits until the call is done
+    with anyio.fail_after(10):
+        await warmup.wait()
+    assert engine.order == ["files", "ops"]
+
+
+class SilentEngine(ScriptedEngine):
+    """Reads its prompt for a while without a token to report (a long prefill)."""
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        time.sleep(1.0)
+        return super().generate(request)
+
+
+async def test_a_call_with_nothing_to_report_still_sends_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients that reset their timeout on progress (the Inspector CLI gives up after 60 s without) must hear
+    from the server while it reads a long prompt; the values keep increasing, as MCP requires."""
+    from mcp_sim import server as server_module
+
+    monkeypatch.setattr(server_module, "HEARTBEAT_S", 0.2)
+    engine = SilentEngine(STATUS)
+    simulator = Simulator(load_catalog([OPS]), engine, SimOptions(attempts=1))
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with Client(create_server(simulator)) as client:
+        result = await client.call_tool("get_service_status", {"service": "api"}, progress_callback=on_progress)
+    assert not result.is_error
+    assert len(progress) >= 3 and progress == sorted(set(progress))

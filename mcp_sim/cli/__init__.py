@@ -17,19 +17,44 @@ from mcp_sim.rehearsal import cache_commands
 from mcp_sim.rehearsal import commands as rehearsal
 from mcp_sim.sources import commands as sources
 
+VERBOSE_HELP = "More logging on stderr (-vv for debug and tracebacks); before or after the command."
+
 
 @click.group()
 @click.version_option(package_name="mcp-sim")
-@click.option("-v", "--verbose", count=True, help="More logging on stderr (-vv for debug and tracebacks).")
+@click.option("-v", "--verbose", count=True, help=VERBOSE_HELP)
 def cli(verbose: int) -> None:
     """Simulated MCP tools, answered by a local GGUF world model."""
+    set_verbosity(verbose)
+
+
+def set_verbosity(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     # stderr only: on stdio, stdout is the protocol.
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+
+
+def _subcommand_verbosity(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    """`mcp-sim serve ... -v` as `mcp-sim -v serve ...`: the counts before and after the command add up."""
+    if value:
+        set_verbosity(value + (ctx.find_root().params.get("verbose") or 0))
+
+
+def _accept_verbose(command: click.Command) -> None:
+    """Give COMMAND, and every command under it, its own -v (people put it after the command)."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_verbose(sub)
+        return
+    command.params.append(click.Option(["-v", "--verbose", "sub_verbose"], count=True, expose_value=False,
+                                       callback=_subcommand_verbosity, help=VERBOSE_HELP))
 
 
 for _module in (serve, worlds, models, fidelity, rehearsal, cache_commands, sources):
     _module.register(cli)
+for _command in cli.commands.values():
+    _accept_verbose(_command)
 
 
 def main() -> None:

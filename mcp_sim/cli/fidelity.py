@@ -119,12 +119,14 @@ def _write_checked(document: dict[str, Any], path: Path) -> None:
 def _read_document(path: Path) -> dict[str, Any]:
     import yaml
 
-    from mcp_sim.errors import SpecError
+    from mcp_sim.errors import SpecError, yaml_failure
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM is dropped
         document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+    except yaml.YAMLError as exc:
+        raise SpecError([f"{path}: not valid YAML: {yaml_failure(exc)}"]) from None
+    except (OSError, ValueError) as exc:
         raise SpecError([f"{path}: cannot read the spec: {exc}"]) from None
     if not isinstance(document, dict) or not isinstance(document.get("tools"), list):
         raise SpecError([f"{path}: learn needs a spec with a top-level 'tools' list (as `mcp-sim mirror` "

@@ -15,8 +15,10 @@ from mcp_sim.cli_errors import handle_errors as handle_errors  # re-exported: se
 from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
+    from mcp_sim.engines.base import Engine
+    from mcp_sim.prompt_budget import SpecFit
     from mcp_sim.rehearsal.setup import RehearsalSettings
-    from mcp_sim.simulator import Simulator
+    from mcp_sim.simulator import SimOptions, Simulator
     from mcp_sim.worlds import Worlds
 
 logger = logging.getLogger("mcp_sim")
@@ -167,9 +169,12 @@ def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None,
 
 
 def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,
-                    load: bool = True, **engine: Any) -> Simulator:
+                    load: bool = True, on_fits: Callable[[list[SpecFit]], None] | None = None,
+                    **engine: Any) -> Simulator:
     """A simulator over CATALOG with the engine the options describe, its model loaded (unless `load` is
-    false: a warm start loads it later), and the sources, observers and faults the rehearsal options ask for."""
+    false: a warm start loads it later), and the sources, observers and faults the rehearsal options ask for.
+    Every spec's prompt is fitted to the context first (a spec that cannot fit fails here); `on_fits` hears
+    how each one fits."""
     from mcp_sim.models.settings import EngineSettings, prepare
     from mcp_sim.rehearsal.replay_setup import never_asks_model, prepare_replay
     from mcp_sim.rehearsal.setup import attach
@@ -179,6 +184,9 @@ def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: R
     # --replay-only and --strict never load the model, which need not even be on this machine.
     replaying = rehearsal is not None and never_asks_model(rehearsal)
     prepared = prepare_replay(settings) if replaying else prepare(settings)
+    fits = fit_catalog(catalog, prepared.engine, prepared.options)
+    if on_fits is not None:
+        on_fits(fits)
     simulator = Simulator(catalog, prepared.engine, prepared.options, worlds)
     if rehearsal is not None:
         attach(simulator, rehearsal)
@@ -189,3 +197,16 @@ def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: R
     if load and not replaying:
         prepared.engine.load()
     return simulator
+
+
+def fit_catalog(catalog: Catalog, engine: Engine, options: SimOptions) -> list[SpecFit]:
+    """Lay every spec's prompt out to fit ENGINE's context (mcp_sim.prompt_budget); raise if one cannot."""
+    from mcp_sim.engines.counting import count_text
+    from mcp_sim.prompt_budget import fit_prompts, reserved_tokens
+
+    reserved = reserved_tokens(options.max_tokens, options.think_budget if options.think else 0)
+    fits = fit_prompts(catalog, lambda text: count_text(engine, text), engine.context_size, reserved,
+                       options.prompt_style, options.simulate_errors)
+    for fit in fits:
+        logger.info("%s: %s", fit.source, fit.describe())
+    return fits

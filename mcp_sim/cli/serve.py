@@ -6,7 +6,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -17,7 +17,6 @@ from mcp_sim.cli.options import (
     build_worlds,
     engine_options,
     handle_errors,
-    logger,
     rehearsal_options,
     rehearsal_settings,
     world_options,
@@ -28,6 +27,10 @@ from mcp_sim.state.book import StateBook
 from mcp_sim.transports import HttpSecurity, http_security_options
 from mcp_sim.worlds.routing import SCOPES
 from mcp_sim.worlds.world import DEFAULT_WORLD
+
+if TYPE_CHECKING:
+    from mcp_sim.prompt_budget import SpecFit
+    from mcp_sim.simulator import Simulator
 
 
 @click.command()
@@ -65,9 +68,11 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
         http_security.check(host)  # refuse an unsafe bind before anything heavy loads
     catalog = load_catalog(list(specs))
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
-    simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), load=not warm_start, **engine)
+    fits: list[SpecFit] = []
+    simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), load=not warm_start,
+                                on_fits=fits.extend, **engine)
     warmup = None
-    if warm_start:
+    if warm_start and not simulator.replay_only:  # a replay never loads a model: nothing to warm
         warmup = Warmup(simulator)
         warmup.check()
     # The pool fills each of the --parallel instances up to its --slots calls, so this many decode at once
@@ -75,22 +80,50 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     scheduler = FairScheduler(slots=engine["parallel"] * engine["slots"], max_waiting=max_queue)
     server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world,
                            warmup=warmup)
-    logger.warning("mcp-sim: serving %d simulated tool(s) with %s over %s", len(catalog.tools),
-                   simulator.engine.name, transport)
+    where = f"ready at http://{host}:{port}{http_path}" if transport == "http" else "serving on stdio"
+    announce = functools.partial(_announce, startup_line(where, fits, simulator, transport))
     try:
         # The warm-up starts once the transport is set up (see serve_stdio and serve_http: the quiet model
         # load briefly points fd 1 and 2 at /dev/null).
         if transport == "stdio":
+            announce()
             anyio.run(serve_stdio, server, warmup.start if warmup else None)
         else:
             token = http_security.auth_token()
             # The admin routes see and change every world: loopback only, unless every request carries the token.
             routes = admin_routes(worlds, remote_allowed=token is not None)
             anyio.run(functools.partial(serve_http, server, host, port, http_path, routes=routes,
-                                        on_ready=warmup.start if warmup else None, **http_security.serve_kwargs()))
+                                        on_ready=warmup.start if warmup else None, on_listening=announce,
+                                        **http_security.serve_kwargs()))
     finally:
         simulator.engine.close()
         worlds.close()
+
+
+def startup_line(where: str, fits: list[SpecFit], simulator: Simulator, transport: str) -> str:
+    """One plain line that says what runs: where, which specs (with their prompt size against the context)
+    and tools, which model, how to pick a world."""
+    files = ", ".join(f"{fit.source} ({_size(fit)})" for fit in fits)
+    tools = sum(fit.tools for fit in fits)
+    if simulator.replay_only:
+        model = "no model (--replay-only: fixtures, cassettes and the cache answer; nothing else)"
+    else:
+        model = f"model {simulator.engine.name}"
+    world = ("?world=NAME in the URL picks a world" if transport == "http"
+             else '_meta {"mcp-sim/world": NAME} on a call picks a world')
+    return (f"mcp-sim {where}: {tools} tool(s) from {files}; {model}; {world} (default: {DEFAULT_WORLD})")
+
+
+def _size(fit: SpecFit) -> str:
+    approx = "" if fit.exact else "~"
+    if fit.layout == "full":
+        return f"prompt {approx}{fit.full_tokens:,} of {fit.room:,} tokens"
+    return f"prompt {approx}{fit.full_tokens:,} tokens in full, indexed to {fit.tokens:,} of {fit.room:,}"
+
+
+def _announce(line: str) -> None:
+    # Plain stderr, whatever the log level: the first thing a user looks for (stdout is the protocol on stdio).
+    click.echo(line, err=True)
 
 
 @click.command()
@@ -134,10 +167,16 @@ def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, sce
 
 @click.command()
 @click.argument("specs", nargs=-1, required=True)
-def check(specs: tuple[str, ...]) -> None:
-    """Check spec files and summarize them; exit 1 on any problem."""
+@click.option("--ctx", type=click.IntRange(512), default=defaults.CTX, show_default=True,
+              help="The context size to measure each spec's prompt against (as serve --ctx).")
+@click.option("--max-tokens", type=click.IntRange(16), default=defaults.MAX_TOKENS, show_default=True,
+              help="The answer's budget, which the prompt must leave room for (as serve --max-tokens).")
+def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
+    """Check spec files and summarize them, with each one's prompt size against --ctx; exit 1 on any problem."""
+    from mcp_sim.engines.counting import count_text
     from mcp_sim.engines.llama import LlamaEngine
     from mcp_sim.grammar_schema import prepare_for_grammar
+    from mcp_sim.prompt_budget import fit_prompts, reserved_tokens
     from mcp_sim.resources import surface_summary
 
     try:
@@ -145,12 +184,18 @@ def check(specs: tuple[str, ...]) -> None:
     except McpSimError as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
-    # Grammars are checked against the default model's vocabulary alone: nothing heavy is loaded.
+    # Grammars and prompts are checked against the default model's vocabulary alone: nothing heavy is loaded.
     grammar_engine = LlamaEngine(_default_model_or_none())
     effects = StateBook(catalog.spec_sets).describe()
+    try:
+        fits = {fit.source: fit for fit in fit_prompts(catalog, lambda text: count_text(grammar_engine, text), ctx,
+                                                       reserved_tokens(max_tokens))}
+    except McpSimError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
     for spec_set in catalog.spec_sets:
         world = " (with world)" if spec_set.world_description or spec_set.world_data is not None else ""
-        click.echo(f"{spec_set.source}: {len(spec_set.tools)} tool(s){world}")
+        click.echo(f"{spec_set.source}: {len(spec_set.tools)} tool(s){world}; {fits[spec_set.source].describe()}")
         for tool in spec_set.tools:
             if tool.output_schema is None:
                 output = "text output"

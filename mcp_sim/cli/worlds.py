@@ -1,4 +1,4 @@
-"""`mcp-sim worlds`: list, show, reset, fork and export the worlds of a running HTTP server."""
+"""`mcp-sim worlds`: list, show, reset, fork, export and import the worlds of a running HTTP server."""
 
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ def _url_option(command: Any) -> Any:
                         help="The running server (its root or its MCP URL).")(command)
 
 
-def _request(url: str, method: str, path: str = "", **params: str) -> Any:
+def _request(url: str, method: str, path: str = "", body: Any = None, **params: str) -> Any:
     parts = urlsplit(url)
     base = f"{parts.scheme or 'http'}://{parts.netloc or parts.path}"
     try:
-        response = httpx.request(method, base + ADMIN_PATH + path, params=params, timeout=30)
+        response = httpx.request(method, base + ADMIN_PATH + path, params=params, json=body, timeout=30)
     except httpx.HTTPError as exc:
         raise AdminError(f"cannot reach {base}: {exc}. Is `mcp-sim serve --transport http` running there?") from None
     try:
@@ -102,8 +102,60 @@ def fork(name: str, new_name: str, url: str) -> None:
 @_url_option
 @handle_errors
 def export(name: str, url: str) -> None:
-    """A world as JSON on stdout."""
-    click.echo(json.dumps(_request(url, "GET", f"/{name}"), indent=2, ensure_ascii=False))
+    """A world as JSON on stdout (actions and JSON observations as JSON values); `worlds import` reads it."""
+    click.echo(json.dumps(as_values(_request(url, "GET", f"/{name}")), indent=2, ensure_ascii=False))
+
+
+@worlds.command("import")
+@click.argument("file", type=click.File("r", encoding="utf-8-sig"))
+@click.option("--name", default=None, help="The world to create (default: the exported world's name).")
+@_url_option
+@handle_errors
+def import_(file: Any, name: str | None, url: str) -> None:
+    """Create a world from FILE (or - for stdin), as `worlds export` wrote it: the inverse of export."""
+    try:
+        exported = json.load(file)
+    except ValueError as exc:
+        raise AdminError(f"{file.name}: not JSON ({exc}); give a file written by `mcp-sim worlds export`") from None
+    target = name or (exported.get("name") if isinstance(exported, dict) else None)
+    if not isinstance(target, str) or not target:
+        raise AdminError(f"{file.name}: no world name in the file; pass --name NAME")
+    summary = _request(url, "POST", f"/{target}/import", body=as_texts(exported))
+    click.echo(f"imported world {summary['name']}: scenario {summary['scenario']}, {summary['turns']} turn(s)")
+
+
+# A turn's action and observation are texts inside the server (the very bytes the model was shown). Export
+# writes those that are JSON objects or arrays as JSON values, and only when writing the value back gives the
+# same text, so import restores every text byte for byte; anything else stays a string.
+def as_values(exported: Any) -> Any:
+    return _map_turns(exported, _value)
+
+
+def as_texts(exported: Any) -> Any:
+    return _map_turns(exported, _text)
+
+
+def _map_turns(exported: Any, convert: Any) -> Any:
+    if not isinstance(exported, dict) or not isinstance(exported.get("history"), dict):
+        return exported
+    history = {source: [{**turn, **{key: convert(turn[key]) for key in ("action", "observation") if key in turn}}
+                        if isinstance(turn, dict) else turn for turn in turns] if isinstance(turns, list) else turns
+               for source, turns in exported["history"].items()}
+    return {**exported, "history": history}
+
+
+def _value(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict | list) and _text(value) == text else text
+
+
+def _text(value: Any) -> Any:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
 
 
 def register(cli: click.Group) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
+from mcp_sim.engines.counting import count_text
 from mcp_sim.engines.readiness import check_engine, warm_engine
 
 # Conversations remembered for routing; older ones are simply routed to any instance with room.
@@ -45,6 +46,9 @@ class EnginePool:
 
     def check(self) -> None:
         check_engine(self.engines[0])  # the instances share one model file
+
+    def count_text_tokens(self, text: str) -> int:
+        return count_text(self.engines[0], text)[0]
 
     def warm(self, prompts: list[list[ChatMessage]]) -> None:
         for engine in self.engines:

@@ -41,13 +41,18 @@ def _print_table(entries: Sequence[LedgerEntry]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    console = Console(highlight=False)  # writes to sys.stdout as it is at print time (CliRunner swaps it)
+    if console.width < TABLE_MIN_WIDTH:
+        _print_blocks(entries, console.width)
+        click.echo(summarize(entries))
+        return
     table = Table(box=box.SIMPLE_HEAD, caption="times in UTC", expand=True)
-    # Times and tool names never wrap; the rest folds, so that 80 columns (a pipe) still read well.
+    # Times and tool names never wrap; the rest folds, each column at least as wide as its heading.
     table.add_column("time", no_wrap=True)
-    table.add_column("world", overflow="fold", max_width=16)
+    table.add_column("world", overflow="fold", max_width=16, min_width=5)
     table.add_column("tool", no_wrap=True)
-    table.add_column("arguments", overflow="fold", ratio=3)
-    table.add_column("outcome", overflow="fold", ratio=2)
+    table.add_column("arguments", overflow="fold", ratio=3, min_width=9)
+    table.add_column("outcome", overflow="fold", ratio=2, min_width=7)
     table.add_column("faults", overflow="fold", min_width=7)
     table.add_column("ms", no_wrap=True, justify="right")
     for e in entries:  # agent text is escaped: "[bold]" in an argument is data, not markup
@@ -56,10 +61,32 @@ def _print_table(entries: Sequence[LedgerEntry]) -> None:
         latency = "" if e.latency_ms is None else f"{e.latency_ms:.0f}"
         table.add_row(e.time.strftime("%H:%M:%S"), escape(e.world), tool, escape(_short(json.dumps(e.arguments))),
                       outcome, escape(", ".join(e.faults)), latency)
-    console = Console(highlight=False)  # writes to sys.stdout as it is at print time (CliRunner swaps it)
     if entries:
         console.print(table)
     click.echo(summarize(entries))
+
+
+# Narrower than this, seven columns break words apart ("outcom" / "e"): each call becomes a block of lines.
+TABLE_MIN_WIDTH = 120
+
+
+def _print_blocks(entries: Sequence[LedgerEntry], width: int) -> None:
+    """One call per block: a heading line, then arguments, outcome and faults wrapped between words."""
+    import textwrap
+
+    for e in entries:
+        heading = [e.time.strftime("%H:%M:%S UTC"), e.world, e.tool + (" (destructive)" if e.destructive else "")]
+        if e.latency_ms is not None:
+            heading.append(f"{e.latency_ms:.0f} ms")
+        click.echo("  ".join(heading))
+        outcome = f"error: {_short(e.result)}" if e.is_error else "ok"
+        for label, text in (("arguments", _short(json.dumps(e.arguments))), ("outcome", outcome),
+                            ("faults", ", ".join(e.faults))):
+            if text:
+                click.echo(textwrap.fill(text, width=max(width - 1, 40), initial_indent=f"  {label:<10} ",
+                                         subsequent_indent=" " * 13, break_long_words=False,
+                                         break_on_hyphens=False))
+        click.echo("")
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -182,7 +182,7 @@ def unmatched(rules: Sequence[FaultRule], tool_names: Sequence[str]) -> list[str
 
 def _read(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM is dropped
     except (OSError, UnicodeDecodeError) as exc:
         raise FaultFileError([f"{path}: cannot read the fault file: {exc}"]) from None
     try:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence
 from html import escape
+from typing import Any
 
 from mcp_sim.rehearsal.ledger import LedgerEntry, summarize
 
@@ -85,7 +87,8 @@ def _state_change(entry: LedgerEntry) -> str:
 
 
 def _chart_svg(entries: Sequence[LedgerEntry], worlds: list[str]) -> str:
-    """Calls over time, one row per world; green ok, red failed; triangles are destructive calls."""
+    """Calls over time, one row per world; green ok, red failed; triangles are destructive calls. Calls too
+    close together to tell apart are stacked a little above and below their world's row."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display; also keeps a GUI backend from starting in a server
@@ -93,18 +96,17 @@ def _chart_svg(entries: Sequence[LedgerEntry], worlds: list[str]) -> str:
     import matplotlib.pyplot as plt
 
     fig, axis = plt.subplots(figsize=(11, 0.6 * len(worlds) + 1.6))
+    times = [mdates.date2num(e.time) for e in entries]
+    rows = _dodged_rows(entries, times, worlds)
     for is_error, colour, label in ((False, OK_COLOUR, "ok"), (True, ERROR_COLOUR, "failed")):
         for destructive, marker in ((False, "o"), (True, "^")):
-            picked = [e for e in entries if e.is_error == is_error and e.destructive == destructive]
+            picked = [i for i, e in enumerate(entries) if e.is_error == is_error and e.destructive == destructive]
             if picked:
-                times = mdates.date2num([e.time for e in picked])
-                axis.scatter(times, [worlds.index(e.world) for e in picked], c=colour, marker=marker, s=60,
+                axis.scatter([times[i] for i in picked], [rows[i] for i in picked], c=colour, marker=marker, s=60,
                              label=f"{label}{', destructive' if destructive else ''}")
     axis.set_yticks(range(len(worlds)), worlds)
     axis.set_ylim(len(worlds) - 0.3, -0.7)  # first world on top, as in the timeline below
-    locator = mdates.AutoDateLocator()
-    axis.xaxis.set_major_locator(locator)
-    axis.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # readable from milliseconds to months
+    _time_axis(axis, min(times), max(times))
     axis.set_xlabel("time (UTC)")
     axis.grid(axis="x", alpha=0.3)
     axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -114,6 +116,50 @@ def _chart_svg(entries: Sequence[LedgerEntry], worlds: list[str]) -> str:
     fig.savefig(buffer, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
     plt.close(fig)
     return _inline(buffer.getvalue())
+
+
+# Marks closer than this share of the time span overlap at the chart's width; offsets tried, in rows.
+_MARK_GAP = 0.015
+_OFFSETS = (0.0, -0.2, 0.2, -0.1, 0.1, -0.3, 0.3)
+_DAY_S = 86400.0
+
+
+def _dodged_rows(entries: Sequence[LedgerEntry], times: list[float], worlds: list[str]) -> list[float]:
+    """Each call's row: its world's, moved off any earlier mark it would cover (calls < 1 s apart)."""
+    gap = max(max(times) - min(times), 60 / _DAY_S) * _MARK_GAP
+    placed: dict[tuple[str, float], list[float]] = {}
+    rows = []
+    for entry, time in zip(entries, times, strict=True):
+        offset = next((o for o in _OFFSETS if all(abs(time - t) >= gap for t in placed.get((entry.world, o), []))),
+                      _OFFSETS[-1])
+        placed.setdefault((entry.world, offset), []).append(time)
+        rows.append(worlds.index(entry.world) + offset)
+    return rows
+
+
+def _time_axis(axis: Any, start: float, end: float) -> None:
+    """Ticks at every whole second step or minute step in range, each one labelled, the range padded to them."""
+    import matplotlib.dates as mdates
+
+    span_s = (end - start) * _DAY_S
+    if span_s > 3 * 3600:
+        auto = mdates.AutoDateLocator()
+        axis.xaxis.set_major_locator(auto)
+        axis.xaxis.set_major_formatter(mdates.ConciseDateFormatter(auto))  # hours to months
+        return
+    if span_s <= 120:
+        step_s = next(s for s in (5, 10, 15, 30, 60) if span_s / s <= 12)
+        locator: Any = mdates.SecondLocator(bysecond=range(0, 60, step_s))
+        label = "%H:%M:%S"
+    else:
+        step_s = 60 * next(m for m in (1, 2, 5, 10, 15, 30, 60) if span_s / 60 / m <= 15)
+        locator = (mdates.MinuteLocator(byminute=range(0, 60, step_s // 60)) if step_s < 3600
+                   else mdates.HourLocator())
+        label = "%H:%M"
+    step = step_s / _DAY_S
+    axis.set_xlim(math.floor(start / step) * step, max(math.ceil(end / step), math.floor(start / step) + 1) * step)
+    axis.xaxis.set_major_locator(locator)
+    axis.xaxis.set_major_formatter(mdates.DateFormatter(label))
 
 
 def _inline(svg: str) -> str:

@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 # What the cache records answers of the bundled model under (no --model given).
 DEFAULT_MODEL_NAME = "default"
+# The engine name of a run that never asks the model (what _meta["mcp-sim/simulation"].model says).
+REPLAY_ENGINE_NAME = "none (replay only)"
 
 
 def never_asks_model(settings: RehearsalSettings) -> bool:
@@ -95,7 +97,8 @@ def prepare_replay(settings: EngineSettings) -> Prepared:
     path, manifest = _local_model(settings)
     options, ctx = sim_options(settings, manifest)
     model_name = settings.model or DEFAULT_MODEL_NAME
-    engine = ReplayOnlyEngine(path.name if path else model_name, ctx, model_name, path)
+    # Named for what answers: no model is loaded, so _meta and the logs must not name one.
+    engine = ReplayOnlyEngine(REPLAY_ENGINE_NAME, ctx, model_name, path)
     return Prepared(engine, options, manifest)
 
 

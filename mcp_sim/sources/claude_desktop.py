@@ -30,11 +30,13 @@ class InstallResult:
     name: str
     entry: dict[str, Any]
     updated: bool  # an entry of that name was already there
+    changed: bool = True  # False: the entry was already exactly this, and nothing was written
 
 
 def install_claude_desktop(spec_paths: list[Path], *, name: str | None = None, config: Path | None = None,
-                           command: list[str] | None = None) -> InstallResult:
-    """Add (or update) `mcpServers.NAME` so that Claude Desktop runs `mcp-sim serve SPEC...` from this install."""
+                           command: list[str] | None = None, serve_options: list[str] | None = None) -> InstallResult:
+    """Add (or update) `mcpServers.NAME` so that Claude Desktop runs `mcp-sim serve SPEC... SERVE_OPTIONS`
+    from this install. An entry that is already exactly that is left alone: no write, no backup."""
     specs = [Path(p).resolve() for p in spec_paths]
     load_catalog(list(specs))  # a spec that does not load would only fail later, inside Claude Desktop
     config = Path(config) if config is not None else default_config_path()
@@ -46,7 +48,10 @@ def install_claude_desktop(spec_paths: list[Path], *, name: str | None = None, c
     servers = current.setdefault("mcpServers", {})
     updated = name in servers
     kept = servers.get(name) if isinstance(servers.get(name), dict) else {}  # e.g. an "env" the user added
-    entry = {**kept, "command": launcher[0], "args": [*launcher[1:], "serve", *map(str, specs)]}
+    entry = {**kept, "command": launcher[0],
+             "args": [*launcher[1:], "serve", *map(str, specs), *(serve_options or [])]}
+    if servers.get(name) == entry:
+        return InstallResult(config, None, name, entry, updated, changed=False)
     servers[name] = entry
     backup = _backup(config) if config.exists() else None
     write_atomically(config, json.dumps(current, indent=2, ensure_ascii=False) + "\n")
@@ -84,7 +89,7 @@ def read_config(config: Path) -> dict[str, Any]:
     if not config.exists():
         return {}
     try:
-        text = config.read_text(encoding="utf-8")
+        text = config.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM (Windows editors) is dropped
     except (OSError, UnicodeDecodeError) as exc:
         raise ClaudeDesktopConfigError(f"{config}: cannot read: {exc}") from None
     if not text.strip():

@@ -44,17 +44,27 @@ def openapi(document: str, out: Path, tags: tuple[str, ...], path_globs: tuple[s
     click.echo(f"wrote {out}: {len(result.document['tools'])} tools ({result.skipped} skipped)")
 
 
-@click.command("claude-desktop")
-@click.argument("specs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.command("claude-desktop", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, required=True, type=click.UNPROCESSED, metavar="SPECS... [SERVE OPTIONS]")
 @click.option("--name", default=None, help="The server's name in Claude Desktop (default: SPEC-simulated).")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The config file (default: Claude Desktop's own for this operating system).")
+@click.pass_context
 @handle_errors
-def claude_desktop(specs: tuple[Path, ...], name: str | None, config: Path | None) -> None:
-    """Add (or update) a server in Claude Desktop's config that serves SPEC... with this install of mcp-sim."""
-    from mcp_sim.sources.claude_desktop import install_claude_desktop
+def claude_desktop(ctx: click.Context, args: tuple[str, ...], name: str | None, config: Path | None) -> None:
+    """Add (or update) a server in Claude Desktop's config that serves SPEC... with this install of mcp-sim.
 
-    result = install_claude_desktop(list(specs), name=name, config=config)
+    Any option of `mcp-sim serve` may follow (--model, --faults, --cache, --scenario, ...); paths in them are
+    written as absolute paths, since Claude Desktop starts the server from another folder."""
+    from mcp_sim.sources.claude_desktop import install_claude_desktop
+    from mcp_sim.sources.serve_args import split_serve_args
+
+    specs, serve_options = split_serve_args(ctx.find_root().command, list(args))
+    result = install_claude_desktop([Path(spec) for spec in specs], name=name, config=config,
+                                    serve_options=serve_options)
+    if not result.changed:
+        click.echo(f"unchanged: server {result.name!r} in {result.config} already runs this; nothing was written")
+        return
     click.echo(f"{'updated' if result.updated else 'added'} server {result.name!r} in {result.config}")
     click.echo(f"backup of the previous config: {result.backup}" if result.backup
                else "there was no config before, so there is no backup")

@@ -19,7 +19,7 @@ import yaml
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.errors import McpSimError, yaml_failure
 
 # A URL, not a path: a scheme of two or more letters (so that C:/ stays a Windows path).
 URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
@@ -45,7 +45,7 @@ def read_document(path: Path, shown: str | None = None) -> Any:
         raise OpenAPIImportError(f"{shown}: only local files are imported; download the document first "
                                  "(e.g. curl -o api.yaml URL) and import that file")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM (.NET writes one) is dropped
     except (OSError, UnicodeDecodeError) as exc:
         raise OpenAPIImportError(f"{shown}: cannot read: {exc}") from None
     try:
@@ -53,7 +53,7 @@ def read_document(path: Path, shown: str | None = None) -> Any:
             return json.loads(text)
         return _plain(yaml.load(text, Loader=YAML_LOADER))
     except yaml.YAMLError as exc:
-        raise OpenAPIImportError(f"{shown}: not valid YAML: {exc}") from None
+        raise OpenAPIImportError(f"{shown}: not valid YAML: {yaml_failure(exc)}") from None
     except ValueError as exc:  # bad JSON, and integers past Python's 4300-digit limit in either
         raise OpenAPIImportError(f"{shown}: not valid {'JSON' if Path(path).suffix.lower() == '.json' else 'YAML'}: "
                                  f"{exc}") from None

@@ -211,6 +211,14 @@ class LlamaEngine:
     def count_tokens(self, messages: list[ChatMessage]) -> int:
         return len(self._tokenize(messages)[0])
 
+    def count_text_tokens(self, text: str) -> int:
+        """Tokens of TEXT alone (no chat template); reads the vocabulary only when the model is not loaded."""
+        self._vocab()
+        model = self._model if self._model is not None else self._vocab_model
+        if model is None:
+            raise EngineError(f"no model file at {self.model_path} to count tokens with")
+        return len(model.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
     def render_prompt(self, messages: list[ChatMessage], think: bool = False) -> str:
         """The prompt text the model sees, through its own chat template (for debugging)."""
         return self._tokenize(messages, think)[2]
