@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import pytest
@@ -118,7 +119,7 @@ async def test_a_real_server_warms_the_system_prompt_before_the_first_call() -> 
 class PerSpecWarmEngine(ScriptedEngine):
     """Loads at once; reading a spec's system prompt lasts until the test opens that spec's gate."""
 
-    MARKERS = {"get_service_status": "ops", "read_file": "files", "get_customer": "crm"}
+    MARKERS: ClassVar[dict[str, str]] = {"get_service_status": "ops", "read_file": "files", "get_customer": "crm"}
 
     def __init__(self, *answers: str):
         super().__init__(*answers)
