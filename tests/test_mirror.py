@@ -14,6 +14,7 @@ from mcp_sim.fidelity.mirror import fetch_server, invalid_tools, spec_document
 from mcp_sim.specs import load_catalog
 from tests.conftest import free_port, stop, subprocess_env, wait_for_port
 from tests.fidelity_helpers import (
+    LINGERING_SERVER,
     PAGED_SERVER,
     everything_server,
     filesystem_server,
@@ -98,3 +99,16 @@ def test_mirror_needs_exactly_one_server() -> None:
     assert neither.returncode == 1 and "--url URL, or a command after --" in neither.stderr
     both = run_cli("mirror", "--url", "http://127.0.0.1:9/mcp", "--", "true")
     assert both.returncode == 1 and "not both" in both.stderr
+
+
+def test_mirror_writes_the_spec_when_the_server_refuses_an_optional_list(tmp_path: Path) -> None:
+    # Like mcp-server-sqlite: resources advertised and listed, resources/templates/list "Method not found".
+    out = tmp_path / "lingering.yaml"
+    completed = run_cli("mirror", "--out", str(out), "--", *LINGERING_SERVER)
+    assert completed.returncode == 0, completed.stderr
+    assert "resources/templates/list" in completed.stderr and "-32601" in completed.stderr
+    spec = yaml.safe_load(out.read_text())
+    assert [tool["name"] for tool in spec["tools"]] == ["write_note", "read_note"]
+    assert [resource["uri"] for resource in spec["resources"]] == ["memo://insights"]
+    assert "resourceTemplates" not in spec
+    load_catalog([out])
