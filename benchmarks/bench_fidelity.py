@@ -1,0 +1,103 @@
+"""Score the simulator against the fidelity benchmark (tool_specs/fidelity/): every server, both modes.
+
+Each (server, mode) runs as its own `mcp-sim eval` under the shared model lock, so a long measurement
+lets other model runs in between, and its report is kept: an interrupted run resumes where it stopped
+(`--fresh` starts over). The parts are then merged into one report with bootstrap 95 % intervals per
+server and per score (fidelity.md, fidelity.json, fidelity.png).
+
+    .venv/bin/python benchmarks/bench_fidelity.py --out docs/fidelity/after      # all, both modes
+    .venv/bin/python benchmarks/bench_fidelity.py --server sqlite --mode closed   # a part
+    .venv/bin/python benchmarks/bench_fidelity.py --out DIR -- --model other.gguf  # eval options after --
+
+Scoring needs only the committed traces and specs, not the real servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from mcp_sim.fidelity.evaluate import MODES, StepResult  # noqa: E402
+from mcp_sim.fidelity.report import markdown, summarize, write_report  # noqa: E402
+
+BENCHMARK = REPO / "tool_specs" / "fidelity"
+# The lock every model run on a shared machine takes (one llama.cpp at a time: threads spin otherwise).
+LOCK = Path(os.environ.get("MCP_SIM_MODEL_LOCK", "/tmp/mcp-sim-model.lock"))
+# One thread: on a busy shared machine llama.cpp's threads spin at barriers; the answers are the same.
+DEFAULT_EVAL_OPTIONS = ["--threads", "1"]
+
+
+def servers() -> list[str]:
+    """The benchmark's servers, fewest recorded calls first (a partial run then covers more servers)."""
+    return sorted((p.stem for p in BENCHMARK.glob("*.yaml")),
+                  key=lambda name: (len((BENCHMARK / f"{name}.jsonl").read_text().splitlines()), name))
+
+
+def run_part(server: str, mode: str, parts: Path, options: list[str]) -> Path:
+    """One `mcp-sim eval` of one server in one mode, under the model lock; its fidelity.json."""
+    report = parts / f"{server}.{mode}"
+    done = report / "fidelity.json"
+    if done.exists():
+        print(f"{server} {mode}: kept from an earlier run ({done})", file=sys.stderr)
+        return done
+    command = [sys.executable, "-m", "mcp_sim", "eval", str(BENCHMARK / f"{server}.jsonl"),
+               "--spec", str(BENCHMARK / f"{server}.yaml"), "--mode", mode, "--report", str(report), *options]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    with open(LOCK, "a") as lock:
+        print(f"{server} {mode}: waiting for the model lock {LOCK}", file=sys.stderr, flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = time.monotonic()
+        completed = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)
+    if completed.returncode != 0:
+        sys.exit(f"{server} {mode}: mcp-sim eval failed (exit {completed.returncode})")
+    print(f"{server} {mode}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return done
+
+
+def merge(paths: list[Path], out: Path) -> dict:
+    steps, model = [], None
+    for path in paths:
+        part = json.loads(path.read_text(encoding="utf-8"))
+        model = model or part["meta"].get("model")
+        steps.extend(StepResult.from_json(step) for step in part["steps"])
+    meta = {"model": model, "traces": [f"tool_specs/fidelity/{p.parent.name.split('.')[0]}.jsonl"
+                                       for p in paths if p.parent.name.endswith(f".{MODES[0]}")],
+            "specs": ["tool_specs/fidelity/"], "modes": list(dict.fromkeys(s.mode for s in steps)), "parts": len(paths)}
+    summary = summarize(steps, meta)
+    write_report(summary, out)
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", action="append", choices=servers(), help="Only this server (repeatable).")
+    parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "fidelity" / "after",
+                        help="Report directory; its parts/ (not committed) keeps each (server, mode) run.")
+    parser.add_argument("--fresh", action="store_true", help="Drop the parts of an earlier run first.")
+    parser.add_argument("eval_options", nargs="*", help="Options for `mcp-sim eval`, after --.")
+    args = parser.parse_args()
+    parts = args.out / "parts"
+    if args.fresh and parts.exists():
+        for old in parts.glob("*/*"):
+            old.unlink()
+    parts.mkdir(parents=True, exist_ok=True)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    options = args.eval_options or DEFAULT_EVAL_OPTIONS
+    done = [run_part(server, mode, parts, options) for server in args.server or servers() for mode in modes]
+    summary = merge(done, args.out)
+    print(markdown(summary))
+    print(f"wrote {args.out}/fidelity.md, fidelity.json, fidelity.png", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
