@@ -38,7 +38,8 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-X_SIM_FIELDS = {"examples", "fixtures", "faults"}
+# `state` (a tool's effect on the live state) is read as plain data here; mcp_sim/state/ validates and applies it.
+X_SIM_FIELDS = {"examples", "fixtures", "faults", "state"}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 

@@ -36,7 +36,14 @@ def _server_options(command: Any) -> Any:
 def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[str, ...], out: Path | None,
            skip_invalid: bool) -> None:
     """Write a spec of a live server's tools: `mirror --out S.yaml -- COMMAND ARGS` or `mirror --url URL`."""
-    from mcp_sim.fidelity.mirror import MirrorError, dump_spec, fetch_server, invalid_tools, spec_document
+    from mcp_sim.fidelity.mirror import (
+        MirrorError,
+        dump_spec,
+        fetch_server,
+        invalid_tools,
+        spec_document,
+        state_lines,
+    )
     from mcp_sim.fidelity.upstream import parse_env, run_upstream, server_target
 
     target = server_target(server_command, url, parse_env(env_pairs))
@@ -52,6 +59,10 @@ def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
     if invalid:
         document["tools"] = [t for t in document["tools"] if t.get("name") not in invalid]
         click.echo(f"skipped {len(invalid)} tool(s) the spec loader rejects: {', '.join(invalid)}", err=True)
+    inferred = state_lines(document)
+    if inferred:
+        click.echo("state effects inferred from the tools' names and schemas (x-sim.state; check them, "
+                   "correct or delete):\n" + "\n".join(inferred), err=True)
     text = dump_spec(document, out)
     if out is None:
         click.echo(text, nl=False)
