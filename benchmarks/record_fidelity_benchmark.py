@@ -9,6 +9,7 @@ the prompt. Eval sessions write, then read back what they wrote. Temporary direc
     ./scripts/fidelity-servers.sh                                  # the servers (pinned), once
     .venv/bin/python benchmarks/record_fidelity_benchmark.py          # every server
     .venv/bin/python benchmarks/record_fidelity_benchmark.py sqlite   # one
+    .venv/bin/python benchmarks/record_fidelity_benchmark.py --specs-only   # mirror and learn again, same traces
 
 The small three-server set in tool_specs/traces/ (the tests' fixture) is made by record_fidelity_traces.py.
 """
@@ -434,16 +435,17 @@ def mirror(name: str, spec: Path) -> None:
                            env=child_env(**server.env), check=True)
 
 
-def regenerate(name: str) -> None:
+def regenerate(name: str, specs_only: bool) -> None:
+    """Mirror the server, record its sessions (unless `specs_only`: the recorded ones are kept), learn."""
     spec, train, trace = OUT / f"{name}.yaml", OUT / f"{name}.train.jsonl", OUT / f"{name}.jsonl"
-    for path in (train, trace):
-        path.unlink(missing_ok=True)
     mirror(name, spec)
-    sessions = list(SERVERS[name].sessions(SANDBOX))
-    record_session(name, "train", train)
-    for session in sessions:
-        if session != "train":
-            record_session(name, session, trace)
+    if not specs_only:
+        for path in (train, trace):
+            path.unlink(missing_ok=True)
+        record_session(name, "train", train)
+        for session in SERVERS[name].sessions(SANDBOX):
+            if session != "train":
+                record_session(name, session, trace)
     subprocess.run(mcp_sim("learn", str(train), "--spec", str(spec)), env=child_env(), check=True)
 
 
@@ -451,10 +453,11 @@ def main() -> None:
     missing = [tool for tool in ("git", "redis-server") if shutil.which(tool) is None]
     if missing or not NODE_BIN.is_dir() or not VENV_MCP1.is_dir():
         sys.exit(f"run ./scripts/fidelity-servers.sh first (missing: {', '.join(missing) or SERVERS_DIR})")
+    names = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
     OUT.mkdir(parents=True, exist_ok=True)
-    for name in sys.argv[1:] or list(SERVERS):
+    for name in names or list(SERVERS):
         print(f"{name}:", file=sys.stderr)
-        regenerate(name)
+        regenerate(name, specs_only="--specs-only" in sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def state_lines(document: dict[str, Any]) -> list[str]:
     for tool in document["tools"]:
         effect = tool.get("x-sim", {}).get("state")
         if effect:
-            details = ", ".join(f"{k} {v}" for k, v in effect.items() if k not in ("op", "collection"))
+            details = ", ".join(f"{k} {json.dumps(v)}" for k, v in effect.items() if k not in ("op", "collection"))
             lines.append(f"  {tool['name']}: {effect['op']} {effect['collection']}{'; ' + details if details else ''}")
     return lines
 
