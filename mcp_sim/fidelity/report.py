@@ -115,7 +115,7 @@ def write_report(summary: dict[str, Any], directory: Path) -> list[Path]:
     meta = summary["meta"]
     intro = [f"# Simulation fidelity: {meta.get('model', '')}", "",
              f"Traces: {', '.join(meta.get('traces', []))}; specs: {', '.join(meta.get('specs', []))}.", "",
-             "Scores are 0-100 (mcp_sim/fidelity.py defines them); – means never applicable.", ""]
+             "Scores are 0-100 (mcp_sim/fidelity/scoring.py defines them); – means never applicable.", ""]
     text = "\n".join(intro) + "\n" + markdown(summary) + f"\n![chart]({paths[2].name})\n"
     paths[1].write_text(text, encoding="utf-8")
     chart(summary, paths[2])
