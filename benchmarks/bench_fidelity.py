@@ -1,6 +1,6 @@
 """Score the simulator against the fidelity benchmark (tool_specs/fidelity/): every server, both modes.
 
-Each (server, mode) runs as its own `mcp-sim eval` under the shared model lock, so a long measurement
+Each server runs as its own `mcp-sim eval` under the shared model lock, so a long measurement
 lets other model runs in between, and its report is kept: an interrupted run resumes where it stopped
 (`--fresh` starts over). The parts are then merged into one report with bootstrap 95 % intervals per
 server and per score (fidelity.md, fidelity.json, fidelity.png).
@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -42,13 +43,23 @@ def servers() -> list[str]:
                   key=lambda name: (len((BENCHMARK / f"{name}.jsonl").read_text().splitlines()), name))
 
 
-def run_part(server: str, mode: str, parts: Path, options: list[str]) -> Path:
-    """One `mcp-sim eval` of one server in one mode, under the model lock; its fidelity.json."""
+def run_part(server: str, modes: tuple[str, ...], parts: Path, options: list[str]) -> list[Path]:
+    """One `mcp-sim eval` of one server in `modes`, under the model lock; the fidelity.json files that
+    hold those modes (an earlier run's parts, one per mode, count too)."""
+    both = parts / f"{server}.both" / "fidelity.json"
+    if len(modes) > 1 and both.exists():
+        print(f"{server}: kept from an earlier run ({both})", file=sys.stderr)
+        return [both]
+    kept = [parts / f"{server}.{mode}" / "fidelity.json" for mode in modes]
+    kept = [path for path in kept if path.exists()]
+    missing = [mode for mode in modes if parts / f"{server}.{mode}" / "fidelity.json" not in kept]
+    if kept:
+        print(f"{server}: kept from an earlier run ({', '.join(str(p) for p in kept)})", file=sys.stderr)
+    if not missing:
+        return kept
+    mode = "both" if len(missing) > 1 else missing[0]
     report = parts / f"{server}.{mode}"
     done = report / "fidelity.json"
-    if done.exists():
-        print(f"{server} {mode}: kept from an earlier run ({done})", file=sys.stderr)
-        return done
     command = [sys.executable, "-m", "mcp_sim", "eval", str(BENCHMARK / f"{server}.jsonl"),
                "--spec", str(BENCHMARK / f"{server}.yaml"), "--mode", mode, "--report", str(report), *options]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -60,21 +71,52 @@ def run_part(server: str, mode: str, parts: Path, options: list[str]) -> Path:
     if completed.returncode != 0:
         sys.exit(f"{server} {mode}: mcp-sim eval failed (exit {completed.returncode})")
     print(f"{server} {mode}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-    return done
+    return [*kept, done]
 
 
-def merge(paths: list[Path], out: Path) -> dict:
-    steps, model = [], None
+def merge(paths: list[Path], out: Path) -> dict[str, Any]:
+    steps: list[StepResult] = []
+    model = None
     for path in paths:
         part = json.loads(path.read_text(encoding="utf-8"))
         model = model or part["meta"].get("model")
         steps.extend(StepResult.from_json(step) for step in part["steps"])
-    meta = {"model": model, "traces": [f"tool_specs/fidelity/{p.parent.name.split('.')[0]}.jsonl"
-                                       for p in paths if p.parent.name.endswith(f".{MODES[0]}")],
+    servers = dict.fromkeys(p.parent.name.split(".")[0] for p in paths)
+    meta = {"model": model, "traces": [f"tool_specs/fidelity/{name}.jsonl" for name in servers],
             "specs": ["tool_specs/fidelity/"], "modes": list(dict.fromkeys(s.mode for s in steps)), "parts": len(paths)}
     summary = summarize(steps, meta)
     write_report(summary, out)
     return summary
+
+
+HEADLINE = ("fidelity", "value", "state")
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """One row per server: fidelity, value and state, closed loop / teacher-forced, with their intervals."""
+    modes = summary["modes"]
+    names = list(dict.fromkeys(name for block in modes.values() for name in block["servers"]))
+    header = ["server", "calls", *(f"{metric} (closed / forced)" for metric in HEADLINE), "s/call"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in [*names, None]:
+        rows = {mode: (block["overall"] if name is None else block["servers"].get(name, {}))
+                for mode, block in modes.items()}
+        steps = next((r["steps"] for r in rows.values() if r), 0)
+        cells = ["**overall**" if name is None else name, str(steps)]
+        for metric in HEADLINE:
+            cells.append(" / ".join(_with_interval(rows[mode], metric) for mode in MODES if mode in rows))
+        cells.append(" / ".join(f"{rows[mode]['seconds']:.1f}" if rows[mode].get("seconds") else "–"
+                                for mode in MODES if mode in rows))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _with_interval(scores: dict[str, Any], metric: str) -> str:
+    value = scores.get(metric)
+    if value is None:
+        return "–"
+    low, high = (scores.get("ci95") or {}).get(metric) or (value, value)
+    return f"{value:.1f} [{low:.0f}-{high:.0f}]"
 
 
 def main() -> None:
@@ -93,9 +135,12 @@ def main() -> None:
     parts.mkdir(parents=True, exist_ok=True)
     modes = MODES if args.mode == "both" else (args.mode,)
     options = args.eval_options or DEFAULT_EVAL_OPTIONS
-    done = [run_part(server, mode, parts, options) for server in args.server or servers() for mode in modes]
+    # One part per server, both modes in it: each a few minutes under the lock.
+    done = [path for server in args.server or servers() for path in run_part(server, modes, parts, options)]
     summary = merge(done, args.out)
     print(markdown(summary))
+    print(headline(summary))
+    (args.out / "headline.md").write_text(headline(summary) + "\n", encoding="utf-8")
     print(f"wrote {args.out}/fidelity.md, fidelity.json, fidelity.png", file=sys.stderr)
 
 
