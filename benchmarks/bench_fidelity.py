@@ -71,6 +71,8 @@ def run_part(server: str, modes: tuple[str, ...], parts: Path, options: list[str
     if completed.returncode != 0:
         sys.exit(f"{server} {mode}: mcp-sim eval failed (exit {completed.returncode})")
     print(f"{server} {mode}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    for extra in (report / "fidelity.md", report / "fidelity.png"):  # the merged report has them
+        extra.unlink(missing_ok=True)
     return [*kept, done]
 
 
@@ -124,7 +126,7 @@ def main() -> None:
     parser.add_argument("--server", action="append", choices=servers(), help="Only this server (repeatable).")
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "fidelity" / "after",
-                        help="Report directory; its parts/ (not committed) keeps each (server, mode) run.")
+                        help="Report directory; its parts/ keeps each server's run (fidelity.json, every step).")
     parser.add_argument("--fresh", action="store_true", help="Drop the parts of an earlier run first.")
     parser.add_argument("eval_options", nargs="*", help="Options for `mcp-sim eval`, after --.")
     args = parser.parse_args()
