@@ -109,6 +109,9 @@ def test_rest_paths_without_a_document() -> None:
                                                                       "at": "/tickets", "total": "/total"}
     assert infer_state(tool, "post", "/tickets/{ticketId}/close") is None  # an action, not CRUD
     assert infer_state(tool, "delete", "/tickets") is None
+    github = {"name": "issues_get", "inputSchema": {"type": "object", "properties": {"issue_number": {}}}}
+    assert infer_state(github, "get", "/repos/{owner}/{repo}/issues/{issue_number}") == {
+        "collection": "issues", "op": "read", "key": "number", "argument": "issue_number"}  # GitHub's `number`
 
 
 def test_import_openapi_writes_specs_that_load_with_their_state(tmp_path: Path) -> None:

@@ -126,6 +126,8 @@ def _from_rest(method: str, path: str) -> tuple[str, str, str | None] | None:
 
 def _collection(segment: str) -> str:
     parts = words(segment)
+    if parts and parts[-1] in STOP_WORDS:  # `blocked_by`: no noun to make plural
+        return segment
     return plural(parts[-1]) if parts else DEFAULT_COLLECTION
 
 
@@ -221,11 +223,15 @@ def _key_argument(inputs: dict[str, Any], one: str, for_create: bool) -> str | N
 
 
 def _key_field(argument: str | None, one: str) -> str:
-    """The record field the key argument names: `task_id`, `taskId`, `petId` and `id` name `id`."""
+    """The record field the key argument names: `task_id`, `taskId`, `petId` and `id` name `id`; the
+    thing's own name drops off the others (`issue_number` -> number, `branch_name` -> name)."""
     if argument is None or argument in (f"{one}_id", f"{one}Id", "id") or re.search(r"(_id|[a-z]Id)$", argument):
         return "id"
-    if argument in (f"{one}_name", f"{one}Name"):
-        return "name"
+    if argument.startswith(f"{one}_") and len(argument) > len(one) + 1:
+        return argument[len(one) + 1:]
+    if argument.startswith(one) and argument[len(one):len(one) + 1].isupper():
+        rest = argument[len(one):]
+        return rest[0].lower() + rest[1:]
     return argument
 
 
