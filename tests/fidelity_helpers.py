@@ -16,6 +16,8 @@ from tests.conftest import REPO, mcp_sim_command, subprocess_env
 NODE_BIN = REPO / "node_modules" / ".bin"
 TRACES = REPO / "tool_specs" / "traces"
 PAGED_SERVER = [sys.executable, str(Path(__file__).parent / "peers" / "paged_server.py")]
+# Refuses resources/templates/list and outlives its stdin, as mcp-server-sqlite and server-redis do.
+LINGERING_SERVER = [sys.executable, str(Path(__file__).parent / "peers" / "lingering_server.py")]
 
 
 def time_server() -> list[str]:

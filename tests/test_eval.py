@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -12,8 +13,10 @@ import pytest
 import yaml
 from mcp import Client
 
+from mcp_sim.cli.fidelity import _progress
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.fidelity.evaluate import SimulatorResponder
+from mcp_sim.fidelity.evaluate import SimulatorResponder, StepResult
+from mcp_sim.fidelity.scoring import Observation, score_step
 from mcp_sim.fidelity.traces import read_traces
 from mcp_sim.simulator import SimOptions, Simulator
 from mcp_sim.specs import load_catalog
@@ -78,6 +81,9 @@ def test_mirror_record_learn_eval_against_the_real_server(name: str, tmp_path: P
     evaluated = run_cli("eval", str(trace), "--spec", str(spec), "--report", str(report), *FAST)
     assert evaluated.returncode == 0, evaluated.stderr
     assert evaluated.stdout.startswith("### closed loop") and "━" not in evaluated.stdout  # progress: stderr
+    # stderr is a pipe here, not a terminal: one plain line per step, as a log file would show it.
+    progress = [line for line in evaluated.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 2 * len(records) and progress[-1].startswith(f"[{2 * len(records)}/")
     summary = json.loads((report / "fidelity.json").read_text())
     assert summary["meta"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert set(summary["modes"]) == {"closed", "forced"}
@@ -140,3 +146,14 @@ def test_eval_with_the_llm_judge_reports_the_five_dimensions(tmp_path: Path) -> 
         assert set(step["judge"]) == {"format", "factuality", "consistency", "realism", "quality"}
         assert all(0.0 <= v <= 1.0 and (v * 4).is_integer() for v in step["judge"].values())
     assert "| factuality |" in evaluated.stdout
+
+
+def test_eval_progress_is_plain_lines_when_stderr_is_not_a_terminal() -> None:
+    stream = io.StringIO()  # not a terminal, like a log file or a pipe
+    step = StepResult("closed", "s-1", 2, "read_text_file", Observation("a"), Observation("a"),
+                      score_step(Observation("a"), Observation("a")), 1.25)
+    with _progress(3, stream) as advance:
+        advance(step)
+        assert stream.getvalue() == "[1/3] s-1 closed read_text_file step 2: 100 (1.2 s)\n"  # at once
+        advance(step)
+    assert stream.getvalue().splitlines()[-1].startswith("[2/3] ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from mcp_sim.fidelity.scoring import (
     METRICS,
     Observation,
     aggregate,
+    bootstrap_interval,
     score_step,
     structure_match,
     text_f1,
@@ -22,6 +24,9 @@ from mcp_sim.fidelity.scoring import (
 from mcp_sim.fidelity.traces import TraceRecord, read_traces
 from mcp_sim.specs import load_catalog
 from tests.fidelity_helpers import TRACES
+
+BENCHMARK = TRACES.parent / "fidelity"
+BENCHMARK_SERVERS = sorted(p.stem for p in BENCHMARK.glob("*.yaml"))
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "string"}, "count": {"type": "integer"},
                                             "done": {"type": "boolean"}, "note": {"type": "string"},
@@ -206,3 +211,56 @@ def test_reports_write_json_markdown_and_a_png_chart(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["fidelity.json", "fidelity.md", "fidelity.png"]
     assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and paths[2].stat().st_size > 10_000
     assert "![chart](fidelity.png)" in paths[1].read_text()
+
+
+def test_bootstrap_interval_brackets_the_mean_and_narrows_with_more_steps() -> None:
+    assert bootstrap_interval([]) is None
+    assert bootstrap_interval([0.5] * 10) == [50.0, 50.0]  # no spread, no width
+    few = bootstrap_interval([1.0, 0.0, 1.0, 0.0])
+    many = bootstrap_interval([1.0, 0.0] * 100)
+    assert few is not None and many is not None
+    assert few[0] < 50.0 < few[1] and many[0] < 50.0 < many[1]
+    assert many[1] - many[0] < (few[1] - few[0]) / 3
+    assert bootstrap_interval([1.0, 0.0, 1.0, 0.0]) == few  # a fixed seed: the same steps, the same interval
+
+
+def test_the_benchmark_has_150_real_calls_from_6_servers_apart_from_its_train_sessions() -> None:
+    records = read_traces([BENCHMARK / f"{name}.jsonl" for name in BENCHMARK_SERVERS])
+    train = read_traces([BENCHMARK / f"{name}.train.jsonl" for name in BENCHMARK_SERVERS])
+    assert len(records) >= 150 and len({r.server for r in records}) >= 6
+    assert not {r.session for r in records} & {r.session for r in train}
+    assert all("train" not in r.session for r in records)
+    # Each spec learned only from its train session: no eval answer is an example, except the one fact
+    # that is the same in every sandbox (the allowed directory).
+    leaked = []
+    for name in BENCHMARK_SERVERS:
+        tools = load_catalog([BENCHMARK / f"{name}.yaml"]).tools
+        for record in read_traces([BENCHMARK / f"{name}.jsonl"]):
+            answer = record.structured if record.structured is not None else record.text
+            if any(e.arguments == record.arguments and e.result == answer for e in tools[record.tool].examples):
+                leaked.append(record.tool)
+    assert leaked == ["list_allowed_directories"]
+
+
+def test_replaying_the_benchmark_scores_100_per_server_with_intervals() -> None:
+    records = read_traces([BENCHMARK / f"{name}.jsonl" for name in BENCHMARK_SERVERS])
+    tools = load_catalog([BENCHMARK / f"{name}.yaml" for name in BENCHMARK_SERVERS]).tools
+    summary = summarize(evaluate(records, ReplayResponder(), tools), {"model": "replay"})
+    servers = summary["modes"]["forced"]["servers"]
+    assert len(servers) == len(BENCHMARK_SERVERS)
+    for scores in [*servers.values(), summary["modes"]["closed"]["overall"]]:
+        assert scores["fidelity"] == 100.0 and scores["ci95"]["fidelity"] == [100.0, 100.0]
+    assert summary["modes"]["closed"]["overall"]["state"] == 100.0  # sessions that read back what they wrote
+    table = markdown(summary)
+    assert "Per server, closed loop: mean [bootstrap 95 % interval]" in table
+    assert "| mcp-git | 25 | – | 100.0 [100.0, 100.0] |" in table
+
+
+def test_a_written_report_summarizes_again_to_the_same_figures(tmp_path: Path) -> None:
+    records, tools = shipped("memory")
+    results = evaluate(records, OneFieldChanged(), tools)
+    summary = summarize(results, {"model": "changed"})
+    write_report(summary, tmp_path)
+    steps = json.loads((tmp_path / "fidelity.json").read_text())["steps"]
+    again = summarize([StepResult.from_json(step) for step in steps], {"model": "changed"})
+    assert again["modes"] == summary["modes"]

@@ -64,11 +64,17 @@ def test_pick_diverse_prefers_different_arguments_and_one_error() -> None:
     candidates = [example({"city": "Paris", "units": "c"}), example({"city": "Paris", "units": "c"}),
                   example({"city": "Paris", "units": "f"}), example({"city": "Oslo", "units": "f"}),
                   example({"city": "Nowhere", "units": "c"}, error=True)]
-    chosen = pick_diverse(candidates, [], 3)
-    assert [c["arguments"]["city"] for c in chosen] == ["Paris", "Oslo", "Paris"]
+    chosen = pick_diverse(candidates, [], 4)
+    assert [c["arguments"]["city"] for c in chosen] == ["Paris", "Oslo", "Paris", "Nowhere"]
     assert chosen[2]["arguments"]["units"] == "f"
     with_error = pick_diverse(candidates, [], 5)
     assert len(with_error) == 4 and with_error[-1].get("isError")  # duplicates dropped, errors last
+    # The successes alone would fill every place: one is kept for the way the real tool fails.
+    assert [bool(c.get("isError")) for c in pick_diverse(candidates, [], 2)] == [False, True]
+    assert [c["arguments"]["city"] for c in pick_diverse(candidates, [], 3)] == ["Paris", "Oslo", "Nowhere"]
+    # One place holds a success; an error already in the spec leaves every place to successes.
+    assert not pick_diverse(candidates, [], 1)[0].get("isError")
+    assert not any(c.get("isError") for c in pick_diverse(candidates, [example({"city": "X"}, True)], 3))
 
 
 def test_learn_refuses_records_that_do_not_fit_the_schemas(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from mcp_sim.fidelity.mirror import fetch_server, invalid_tools, spec_document
 from mcp_sim.specs import load_catalog
 from tests.conftest import free_port, stop, subprocess_env, wait_for_port
 from tests.fidelity_helpers import (
+    LINGERING_SERVER,
     PAGED_SERVER,
     everything_server,
     filesystem_server,
@@ -37,7 +38,15 @@ def test_mirror_copies_the_real_tools_verbatim(name: str, tmp_path: Path) -> Non
                "memory": memory_server()}[name]
     spec = mirror_to(tmp_path / f"{name}.yaml", "--", *command)
     reference = anyio.run(live_tools, stdio(command))
+    inferred = {tool["name"]: tool.pop("x-sim")["state"] for tool in spec["tools"] if "x-sim" in tool}
     assert spec["tools"] == reference  # names, schemas, annotations, execution: all as listed
+    # Plus the state effects the names and schemas say (mcp_sim.sources.state_inference); the memory server's
+    # tools take many records at once and answer with whole graphs, which no effect describes.
+    files = {"read_text_file": {"collection": "files", "op": "read", "key": "path", "at": ""},
+             "write_file": {"collection": "files", "op": "create", "key": "path", "at": ""}}
+    expected = {"time": {}, "memory": {}, "filesystem": files}[name]
+    assert {tool: inferred[tool] for tool in expected} == expected
+    assert bool(inferred) == bool(expected)
     expected_server = {"time": "mcp-time", "filesystem": "secure-filesystem-server",
                        "memory": "memory-server"}[name]
     assert spec["server"]["name"] == expected_server
@@ -59,6 +68,8 @@ def test_mirror_over_http_keeps_the_instructions_as_the_world(tmp_path: Path) ->
         reference = anyio.run(live_tools, url)
     finally:
         stop(server)
+    for tool in spec["tools"]:
+        tool.pop("x-sim", None)  # inferred state effects, checked above
     assert spec["tools"] == reference
     assert len(reference) > 5
     description = spec["world"]["description"]
@@ -98,3 +109,16 @@ def test_mirror_needs_exactly_one_server() -> None:
     assert neither.returncode == 1 and "--url URL, or a command after --" in neither.stderr
     both = run_cli("mirror", "--url", "http://127.0.0.1:9/mcp", "--", "true")
     assert both.returncode == 1 and "not both" in both.stderr
+
+
+def test_mirror_writes_the_spec_when_the_server_refuses_an_optional_list(tmp_path: Path) -> None:
+    # Like mcp-server-sqlite: resources advertised and listed, resources/templates/list "Method not found".
+    out = tmp_path / "lingering.yaml"
+    completed = run_cli("mirror", "--out", str(out), "--", *LINGERING_SERVER)
+    assert completed.returncode == 0, completed.stderr
+    assert "resources/templates/list" in completed.stderr and "-32601" in completed.stderr
+    spec = yaml.safe_load(out.read_text())
+    assert [tool["name"] for tool in spec["tools"]] == ["write_note", "read_note"]
+    assert [resource["uri"] for resource in spec["resources"]] == ["memo://insights"]
+    assert "resourceTemplates" not in spec
+    load_catalog([out])

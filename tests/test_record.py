@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import anyio
@@ -15,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_sim.fidelity.traces import REDACTED, read_traces
 from tests.conftest import free_port, mcp_sim_command, stop, subprocess_env, wait_for_port
 from tests.fidelity_helpers import (
+    LINGERING_SERVER,
     PAGED_SERVER,
     everything_server,
     filesystem_server,
@@ -177,3 +179,37 @@ def test_record_in_front_of_an_http_server(tmp_path: Path) -> None:
     assert (record.session, record.step, record.tool) == ("web", 1, "get-sum")
     assert record.arguments == {"a": 2, "b": 40}
     assert record.server == "mcp-servers/everything"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie nobody reaped yet has stopped too
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def test_record_stops_a_real_server_that_outlives_its_stdin(tmp_path: Path) -> None:
+    # Like server-redis: after its stdin closes the server lingers (here 60 s), so the agent's client runs
+    # out of grace and SIGTERMs the proxy while the proxy is still stopping the server.
+    pid_file = tmp_path / "server.pid"
+
+    async def agent() -> str:
+        proxy = recorder(tmp_path / "t.jsonl", LINGERING_SERVER, "--session", "s", LINGER_PID_FILE=str(pid_file))
+        async with Client(proxy, mode="legacy") as client:
+            await client.call_tool("write_note", {"text": "kept"})
+            result = await client.call_tool("read_note", {})
+            return wire(result)["content"][0]["text"]
+
+    assert anyio.run(agent) == "kept"
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), "the real server outlived the recording proxy"
+    assert [r["tool"] for r in lines(tmp_path / "t.jsonl")] == ["write_note", "read_note"]

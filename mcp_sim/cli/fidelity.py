@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,14 @@ def _server_options(command: Any) -> Any:
 def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[str, ...], out: Path | None,
            skip_invalid: bool) -> None:
     """Write a spec of a live server's tools: `mirror --out S.yaml -- COMMAND ARGS` or `mirror --url URL`."""
-    from mcp_sim.fidelity.mirror import MirrorError, dump_spec, fetch_server, invalid_tools, spec_document
+    from mcp_sim.fidelity.mirror import (
+        MirrorError,
+        dump_spec,
+        fetch_server,
+        invalid_tools,
+        spec_document,
+        state_lines,
+    )
     from mcp_sim.fidelity.upstream import parse_env, run_upstream, server_target
 
     target = server_target(server_command, url, parse_env(env_pairs))
@@ -50,6 +58,10 @@ def mirror(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
     if invalid:
         document["tools"] = [t for t in document["tools"] if t.get("name") not in invalid]
         click.echo(f"skipped {len(invalid)} tool(s) the spec loader rejects: {', '.join(invalid)}", err=True)
+    inferred = state_lines(document)
+    if inferred:
+        click.echo("state effects inferred from the tools' names and schemas (x-sim.state; check them, "
+                   "correct or delete):\n" + "\n".join(inferred), err=True)
     text = dump_spec(document, out)
     if out is None:
         click.echo(text, nl=False)
@@ -231,27 +243,42 @@ def _judge(engine: Any, judge_model: str | None, ctx: int) -> Any:
 
 
 class _progress:
-    """A rich progress bar on stderr (stdout carries the report); yields the per-step callback."""
+    """Progress on stderr (stdout carries the report); yields the per-step callback.
 
-    def __init__(self, total: int):
+    A rich bar on a terminal; otherwise one plain line per step, flushed, so a run logged to a file or
+    watched through a pipe shows how far it got (a bar there prints nothing until it ends).
+    """
+
+    def __init__(self, total: int, stream: Any = None):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        self._stream = stream if stream is not None else sys.stderr
+        self._total = total
+        self._done = 0
+        self._plain = not self._stream.isatty()
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=Console(stderr=True))
+                                  TimeElapsedColumn(), console=Console(file=self._stream))
         self._task = self._progress.add_task("replaying", total=total)
 
     def __enter__(self) -> Any:
-        self._progress.start()
+        if not self._plain:
+            self._progress.start()
 
         def advance(result: Any) -> None:
+            self._done += 1
             label = f"{result.mode} {result.tool} step {result.step}: {100 * result.scores.fidelity:.0f}"
-            self._progress.update(self._task, advance=1, description=label)
+            if self._plain:
+                print(f"[{self._done}/{self._total}] {result.session} {label} ({result.seconds:.1f} s)",
+                      file=self._stream, flush=True)
+            else:
+                self._progress.update(self._task, advance=1, description=label)
 
         return advance
 
     def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
+        if not self._plain:
+            self._progress.stop()
 
 
 def register(cli: click.Group) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from mcp_sim import defaults
 from mcp_sim.errors import McpSimError
-from mcp_sim.fidelity.scoring import Observation, StepScores, score_step
+from mcp_sim.fidelity.scoring import METRICS, Observation, StepScores, score_step
 from mcp_sim.fidelity.traces import TraceRecord, sessions
 from mcp_sim.prompt import Turn, render_action, render_observation
 from mcp_sim.simulator import Simulator, UnknownToolError
@@ -91,12 +91,24 @@ class StepResult:
     simulated: Observation
     scores: StepScores
     seconds: float
+    server: str = ""  # the real server's name, as the trace recorded it
 
     def to_json(self, max_chars: int = 400) -> dict[str, Any]:
         scores = {k: v for k, v in vars(self.scores).items()}
         return {"mode": self.mode, "session": self.session, "step": self.step, "tool": self.tool,
-                "real_error": self.real.is_error, "simulated_error": self.simulated.is_error,
-                "simulated": self.simulated.text[:max_chars], "seconds": round(self.seconds, 2), **scores}
+                "server": self.server, "real_error": self.real.is_error,
+                "simulated_error": self.simulated.is_error, "simulated": self.simulated.text[:max_chars],
+                "seconds": round(self.seconds, 2), **scores}
+
+    @classmethod
+    def from_json(cls, step: dict[str, Any]) -> StepResult:
+        """A step of a written report, enough to summarize again (the texts are as the report cut them)."""
+        fields: dict[str, Any] = {name: step.get(name) for name in (*METRICS, "judge")}
+        scores = StepScores(**fields)
+        return cls(step["mode"], step["session"], step["step"], step["tool"],
+                   Observation("", None, bool(step.get("real_error"))),
+                   Observation(step.get("simulated", ""), None, bool(step.get("simulated_error"))), scores,
+                   float(step.get("seconds", 0.0)), step.get("server", ""))
 
 
 def evaluate(records: Sequence[TraceRecord], responder: Responder, tools: Mapping[str, ToolSpec],
@@ -138,7 +150,7 @@ def _score(mode: str, session_id: str, session: str, earlier: Sequence[TraceReco
                         rel_tol)
     if judge is not None:
         scores.judge = judge.rate(tool, earlier, record, simulated)
-    return StepResult(mode, session, record.step, record.tool, real, simulated, scores, seconds)
+    return StepResult(mode, session, record.step, record.tool, real, simulated, scores, seconds, record.server)
 
 
 class ReplayResponder:

@@ -90,8 +90,9 @@ def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[s
     """Up to `count` candidates, each as unlike the examples already chosen as possible.
 
     Distance is 1 - Jaccard similarity of the arguments' leaf `path=value` pairs (plus the error
-    flag); repeated arguments are dropped. Successes come first: at most one error example is taken,
-    and only while no success is left to add. Ties keep recorded order.
+    flag); repeated arguments are dropped. At most one error example is taken, and when there is room
+    for two or more examples one place is kept for it: otherwise successes fill every place and the
+    model never sees how the real tool fails. Ties keep recorded order.
     """
     chosen: list[dict[str, Any]] = []
     seen = {_key(e) for e in existing}
@@ -101,9 +102,15 @@ def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[s
             seen.add(_key(candidate))
             pool.append(candidate)
     errors_taken = sum(1 for e in existing if e.get("isError"))
+    # One place for an error, if the spec has none yet, the traces hold one and a success still fits too.
+    reserved = int(errors_taken == 0 and count >= 2 and any(c.get("isError") for c in pool))
     while pool and len(chosen) < max(0, count):
         successes = [c for c in pool if not c.get("isError")]
-        options = successes or ([c for c in pool if c.get("isError")] if errors_taken == 0 else [])
+        errors = [c for c in pool if c.get("isError")] if errors_taken == 0 else []
+        if len(chosen) >= count - reserved and errors:
+            options = errors
+        else:
+            options = successes or errors
         if not options:
             break
         picked = max(options, key=lambda c: _distance(c, [*existing, *chosen]))

@@ -14,6 +14,7 @@ from mcp import StdioServerParameters
 from mcp_sim.errors import McpSimError, SpecError
 from mcp_sim.fidelity.mirror_surface import MirroredSurface, fetch_surface
 from mcp_sim.fidelity.upstream import connect, list_all_tools
+from mcp_sim.sources.state_inference import infer_state
 from mcp_sim.specs import load_catalog
 
 
@@ -45,11 +46,31 @@ async def fetch_server(target: StdioServerParameters | str) -> MirroredServer:
 
 
 def spec_document(server: MirroredServer) -> dict[str, Any]:
-    """The spec: the server's identity, its name and instructions as the world, its tools as listed."""
+    """The spec: the server's identity, its name and instructions as the world, its tools as listed, each
+    with the state effect its name and schemas say (`x-sim.state`, mcp_sim.sources.state_inference)."""
     description = f"{server.name}: {server.instructions}" if server.instructions else server.name
     identity = {"name": server.name, **({"version": server.version} if server.version else {})}
-    return {"server": identity, "world": {"description": description}, "tools": server.tools,
-            **server.surface.document_fields()}
+    return {"server": identity, "world": {"description": description},
+            "tools": [with_state(tool) for tool in server.tools], **server.surface.document_fields()}
+
+
+def with_state(tool: dict[str, Any]) -> dict[str, Any]:
+    """The tool as listed, plus its inferred `x-sim.state` when its name and schemas say one."""
+    effect = infer_state(tool)
+    if effect is None:
+        return tool
+    return {**tool, "x-sim": {**tool.get("x-sim", {}), "state": effect}}
+
+
+def state_lines(document: dict[str, Any]) -> list[str]:
+    """One line per tool given an inferred state effect, for the person mirroring to check."""
+    lines = []
+    for tool in document["tools"]:
+        effect = tool.get("x-sim", {}).get("state")
+        if effect:
+            details = ", ".join(f"{k} {json.dumps(v)}" for k, v in effect.items() if k not in ("op", "collection"))
+            lines.append(f"  {tool['name']}: {effect['op']} {effect['collection']}{'; ' + details if details else ''}")
+    return lines
 
 
 def tool_problems(tool: dict[str, Any]) -> list[str]:

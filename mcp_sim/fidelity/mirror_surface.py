@@ -42,14 +42,35 @@ async def fetch_surface(client: Client) -> MirroredSurface:
     capabilities = client.server_capabilities
     surface = MirroredSurface()
     if capabilities.resources is not None:
-        surface.resources = _dumped(await _all(lambda c: client.list_resources(cursor=c), "resources"))
-        surface.templates = _dumped(await _all(lambda c: client.list_resource_templates(cursor=c),
-                                               "resource_templates"))
+        surface.resources = _dumped(await _optional(lambda c: client.list_resources(cursor=c), "resources",
+                                                    surface.notes))
+        surface.templates = _dumped(await _optional(lambda c: client.list_resource_templates(cursor=c),
+                                                    "resource_templates", surface.notes))
     if capabilities.prompts is not None:
-        for prompt in await _all(lambda c: client.list_prompts(cursor=c), "prompts"):
+        for prompt in await _optional(lambda c: client.list_prompts(cursor=c), "prompts", surface.notes):
             surface.prompts.append(await _mirror_prompt(client, prompt, surface.notes))
     _drop_invalid(surface)
     return surface
+
+
+async def _optional(page: Page, attribute: str, notes: list[str]) -> list[BaseModel]:
+    """Every item of an optional list, or none (with a note) when the server refuses the list.
+
+    Servers advertise a capability yet refuse one of its lists (mcp-server-sqlite and mcp-server-duckdb
+    answer resources/templates/list with Method not found): the tools are what a mirror is for, so a
+    refused list costs only its own entries.
+    """
+    try:
+        return await _all(page, attribute)
+    except MCPError as exc:
+        method = _LIST_METHODS[attribute]
+        notes.append(f"left out {attribute.replace('_', ' ')}: the server answered {method} with error "
+                     f"{exc.code} ({exc.message})")
+        return []
+
+
+_LIST_METHODS = {"resources": "resources/list", "resource_templates": "resources/templates/list",
+                 "prompts": "prompts/list"}
 
 
 async def _all(page: Page, attribute: str) -> list[BaseModel]:

@@ -6,12 +6,15 @@ server, and each call is appended to a trace file (redacted) before its result g
 
 from __future__ import annotations
 
+import logging
+import signal
 import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
@@ -23,6 +26,8 @@ from mcp_sim.fidelity.traces import Redactor, TraceWriter
 from mcp_sim.fidelity.upstream import connect
 from mcp_sim.server import RequestContext, transport_session_id
 from mcp_sim.transports import serve_http, serve_stdio
+
+logger = logging.getLogger(__name__)
 
 
 def wire_result(result: types.CallToolResult) -> dict[str, Any]:
@@ -82,16 +87,36 @@ async def _forward(upstream: Client, ctx: RequestContext, params: types.CallTool
 async def run_proxy(target: StdioServerParameters | str, out: Path, *, redactor: Redactor,
                     replacements: Sequence[tuple[str, str]] = (), session: str | None = None,
                     transport: str = "stdio", host: str = "127.0.0.1", port: int = 8766) -> None:
-    """Connect to the real server, then serve the recording proxy until the agent disconnects."""
-    async with connect(target) as upstream:
-        name = upstream.server_info.name if upstream.server_info else "unnamed-server"
-        writer = TraceWriter(out)
-        try:
-            proxy = create_proxy(upstream, Recorder(writer, name, redactor, replacements),
-                                 default_session=session or uuid.uuid4().hex[:12])
-            if transport == "stdio":
-                await serve_stdio(proxy)
-            else:
-                await serve_http(proxy, host, port)
-        finally:
-            writer.close()
+    """Connect to the real server, then serve the recording proxy until the agent disconnects.
+
+    Leaving `connect` stops a stdio server: its stdin is closed, and after the SDK's grace period its
+    whole process group is killed. That takes a moment for a server that does not exit when its stdin
+    closes (server-redis), and an agent's client gives this proxy the same grace period before it sends
+    SIGTERM: a proxy that died of that signal left the real server running, re-parented. So SIGTERM and
+    SIGHUP end the serving, not the process, and the real server is stopped before the proxy exits.
+    """
+    async with anyio.create_task_group() as watcher:
+        serving = anyio.CancelScope()
+        watcher.start_soon(_stop_on_signal, serving)
+        async with connect(target) as upstream:  # leaving it stops the real server
+            name = upstream.server_info.name if upstream.server_info else "unnamed-server"
+            writer = TraceWriter(out)
+            try:
+                proxy = create_proxy(upstream, Recorder(writer, name, redactor, replacements),
+                                     default_session=session or uuid.uuid4().hex[:12])
+                with serving:
+                    if transport == "stdio":
+                        await serve_stdio(proxy)
+                    else:
+                        await serve_http(proxy, host, port)
+            finally:
+                writer.close()
+        watcher.cancel_scope.cancel()
+
+
+async def _stop_on_signal(serving: anyio.CancelScope) -> None:
+    """Until the real server is stopped: a signal ends the serving, and never the process."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for received in signals:
+            logger.warning("mcp-sim record: %s received; stopping the real server", signal.Signals(received).name)
+            serving.cancel()

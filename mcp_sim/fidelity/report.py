@@ -17,22 +17,35 @@ JUDGE_METRICS = tuple(f"judge_{name}" for name in DIMENSIONS)
 
 
 def summarize(results: Sequence[StepResult], meta: dict[str, Any]) -> dict[str, Any]:
-    """Per mode: the overall scores (mean over all steps) and the scores of each tool."""
+    """Per mode: the overall scores (mean over all steps), those of each real server (both with bootstrap
+    95 % intervals) and those of each tool."""
     metrics = METRICS + (JUDGE_METRICS if any(r.scores.judge is not None for r in results) else ())
     modes: dict[str, Any] = {}
     for mode in dict.fromkeys(r.mode for r in results):
         in_mode = [r for r in results if r.mode == mode]
+        servers = {server: _with_latency(aggregate([r.scores for r in of_server], metrics, intervals=True),
+                                         of_server)
+                   for server in dict.fromkeys(r.server for r in in_mode)
+                   for of_server in [[r for r in in_mode if r.server == server]]}
         tools = {tool: aggregate([r.scores for r in in_mode if r.tool == tool], metrics)
                  for tool in dict.fromkeys(r.tool for r in in_mode)}
-        modes[mode] = {"overall": aggregate([r.scores for r in in_mode], metrics), "tools": tools}
+        overall = _with_latency(aggregate([r.scores for r in in_mode], metrics, intervals=True), in_mode)
+        modes[mode] = {"overall": overall, "servers": servers, "tools": tools}
     return {"meta": meta, "metrics": list(metrics), "modes": modes, "steps": [r.to_json() for r in results]}
+
+
+def _with_latency(scores: dict[str, Any], results: Sequence[StepResult]) -> dict[str, Any]:
+    """Adds the mean seconds the simulator took per call."""
+    scores["seconds"] = round(sum(r.seconds for r in results) / len(results), 2) if results else None
+    return scores
 
 
 def markdown(summary: dict[str, Any]) -> str:
     metrics = summary["metrics"]
-    header = ["tool", "steps", *(METRIC_TITLES.get(m, m.removeprefix("judge_")) for m in metrics)]
+    titles = [METRIC_TITLES.get(m, m.removeprefix("judge_")) for m in metrics]
     lines = []
     for mode, block in summary["modes"].items():
+        header = ["tool", "steps", *titles]
         lines += [f"### {MODE_TITLES.get(mode, mode)}", "", "| " + " | ".join(header) + " |",
                   "|" + "---|" * len(header)]
         rows = [*block["tools"].items(), ("**overall**", block["overall"])]
@@ -40,11 +53,23 @@ def markdown(summary: dict[str, Any]) -> str:
             cells = [tool, str(scores["steps"]), *(_cell(scores.get(m)) for m in metrics)]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+        if "servers" in block:
+            header = ["server", "steps", *titles, "s/call"]
+            lines += [f"Per server, {MODE_TITLES.get(mode, mode)}: mean [bootstrap 95 % interval]", "",
+                      "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            for server, scores in [*block["servers"].items(), ("**overall**", block["overall"])]:
+                bounds = scores.get("ci95") or {}
+                cells = [server or "?", str(scores["steps"]),
+                         *(_cell(scores.get(m), bounds.get(m)) for m in metrics), _cell(scores.get("seconds"))]
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
     return "\n".join(lines)
 
 
-def _cell(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}"
+def _cell(value: float | None, interval: Sequence[float] | None = None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.1f}" if not interval else f"{value:.1f} [{interval[0]:.1f}, {interval[1]:.1f}]"
 
 
 def chart(summary: dict[str, Any], path: Path) -> None:
@@ -90,7 +115,7 @@ def write_report(summary: dict[str, Any], directory: Path) -> list[Path]:
     meta = summary["meta"]
     intro = [f"# Simulation fidelity: {meta.get('model', '')}", "",
              f"Traces: {', '.join(meta.get('traces', []))}; specs: {', '.join(meta.get('specs', []))}.", "",
-             "Scores are 0-100 (mcp_sim/fidelity.py defines them); – means never applicable.", ""]
+             "Scores are 0-100 (mcp_sim/fidelity/scoring.py defines them); – means never applicable.", ""]
     text = "\n".join(intro) + "\n" + markdown(summary) + f"\n![chart]({paths[2].name})\n"
     paths[1].write_text(text, encoding="utf-8")
     chart(summary, paths[2])

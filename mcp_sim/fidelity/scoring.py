@@ -34,12 +34,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mcp_sim import defaults
 from mcp_sim.fidelity.traces import result_text
 from mcp_sim.specs import validation_error
 
 METRICS = ("schema_valid", "error_agreement", "structure", "value", "state", "fidelity")
 MIN_STATE_CHARS = 3
+BOOTSTRAP_RESAMPLES = 2000
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _MISSING = object()
 
@@ -255,12 +258,37 @@ def _mean(values: Iterable[float]) -> float:
     return sum(items) / len(items) if items else 0.0
 
 
-def aggregate(scores: Iterable[StepScores], metrics: Sequence[str] = METRICS
-              ) -> dict[str, float | int | None]:
-    """Each metric's mean over the steps where it applies, as 0-100 (None when it never applied)."""
+def aggregate(scores: Iterable[StepScores], metrics: Sequence[str] = METRICS, intervals: bool = False
+              ) -> dict[str, Any]:
+    """Each metric's mean over the steps where it applies, as 0-100 (None when it never applied).
+
+    With `intervals`, also `ci95`: each metric's bootstrap 95 % interval (see `bootstrap_interval`).
+    """
     items = list(scores)
-    summary: dict[str, float | int | None] = {"steps": len(items)}
+    summary: dict[str, Any] = {"steps": len(items)}
+    bounds: dict[str, list[float] | None] = {}
     for name in metrics:
         values = [v for v in (s.metric(name) for s in items) if v is not None]
         summary[name] = round(100 * sum(values) / len(values), 1) if values else None
+        if intervals:
+            bounds[name] = bootstrap_interval(values)
+    if intervals:
+        summary["ci95"] = bounds
     return summary
+
+
+def bootstrap_interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                       level: float = 0.95) -> list[float] | None:
+    """The percentile bootstrap interval of the mean of `values` (fractions), as 0-100; None when empty.
+
+    Steps are resampled with replacement (a fixed seed: the same steps give the same interval). Steps of
+    one session are not independent, so read it as the spread these steps allow, not a guarantee.
+    """
+    if not values:
+        return None
+    data = np.asarray(values, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(data), size=(resamples, len(data)))
+    means = data[picks].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return [round(100 * float(low), 1), round(100 * float(high), 1)]

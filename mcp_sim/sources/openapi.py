@@ -22,6 +22,7 @@ from mcp_sim.errors import SpecError
 from mcp_sim.sources.openapi_operations import METHODS, Operation, ToolBuilder, tool_name
 from mcp_sim.sources.openapi_refs import OpenAPIImportError, RefResolver, UnconvertibleError, escape, read_document
 from mcp_sim.sources.openapi_schema import SchemaConverter
+from mcp_sim.sources.state_inference import infer_state
 from mcp_sim.specs import load_catalog
 
 __all__ = ["ImportResult", "OpenAPIImportError", "import_openapi", "write_spec"]
@@ -194,6 +195,9 @@ def _build_tools(builder: ToolBuilder, operations: list[Operation], broken: dict
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape the checks above let through
             warnings.append(f"{label}: {shown}#{op.pointer}: cannot be converted ({type(exc).__name__}: {exc})")
             continue
+        effect = infer_state(tool, op.method, op.path)
+        if effect is not None:  # the REST shape says how the call touches the world's state
+            tool["x-sim"] = {"state": effect}
         taken.add(tool["name"])
         tools.append(tool)
     return tools, warnings

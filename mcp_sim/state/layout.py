@@ -9,13 +9,13 @@ from typing import Any
 from mcp_sim.grammar_schema import prepare_for_grammar
 from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.naming import (
-    CURSOR_ARGUMENTS,
-    FOUND_FIELDS,
-    LIMIT_ARGUMENTS,
-    LIST_FIELDS,
-    PREFIX_ARGUMENTS,
-    QUERY_ARGUMENTS,
-    TOTAL_FIELDS,
+    CURSOR_NAMES,
+    FOUND_NAMES,
+    LIMIT_NAMES,
+    LIST_NAMES,
+    PREFIX_NAMES,
+    QUERY_NAMES,
+    TOTAL_NAMES,
     same_noun,
     singular,
 )
@@ -132,18 +132,18 @@ def resolve(effect: StateEffect, input_schema: dict[str, Any], output_schema: di
     fields = effect.fields if effect.fields is not None else {
         name: name for name in arguments if name != argument and name in record_fields}
     roots = properties(output)
-    special = {*QUERY_ARGUMENTS, *LIMIT_ARGUMENTS, *CURSOR_ARGUMENTS, *PREFIX_ARGUMENTS}
+    special = {*QUERY_NAMES, *LIMIT_NAMES, *CURSOR_NAMES, *PREFIX_NAMES}
     filters = effect.filters if effect.filters is not None else {
         name: name for name in arguments if name in record_fields and name not in special}
     return Layout(
         effect=effect, key=key, argument=argument, record_at=record_at, record_schema=record_schema,
-        found=effect.found if effect.found is not None else _root_named(roots, FOUND_FIELDS, "boolean"),
-        total=effect.total if effect.total is not None else _root_named(roots, TOTAL_FIELDS, "integer"),
+        found=effect.found if effect.found is not None else _root_named(roots, FOUND_NAMES, "boolean"),
+        total=effect.total if effect.total is not None else _root_named(roots, TOTAL_NAMES, "integer"),
         fields=fields, filters=filters,
-        query=effect.query or _first(arguments, QUERY_ARGUMENTS, exclude=record_fields),
-        prefix=effect.prefix or _first(arguments, PREFIX_ARGUMENTS, exclude=record_fields),
-        limit=effect.limit or _first(arguments, LIMIT_ARGUMENTS, exclude=record_fields),
-        cursor=effect.cursor or _first(arguments, CURSOR_ARGUMENTS, exclude=record_fields))
+        query=effect.query or _first(arguments, QUERY_NAMES, exclude=record_fields),
+        prefix=effect.prefix or _first(arguments, PREFIX_NAMES, exclude=record_fields),
+        limit=effect.limit or _first(arguments, LIMIT_NAMES, exclude=record_fields),
+        cursor=effect.cursor or _first(arguments, CURSOR_NAMES, exclude=record_fields))
 
 
 def _record_place(effect: StateEffect, output: dict[str, Any] | None) -> tuple[str | None, dict[str, Any]]:
@@ -154,7 +154,7 @@ def _record_place(effect: StateEffect, output: dict[str, Any] | None) -> tuple[s
         node = schema_at(output, effect.at)
         return effect.at, (array_items(node) or {}) if effect.op == "list" else object_branch(node)
     if effect.op == "list":
-        named = [name for name in roots if same_noun(name, effect.collection) or name in LIST_FIELDS]
+        named = [name for name in roots if same_noun(name, effect.collection) or name in LIST_NAMES]
         arrays = [name for name in roots if array_items(roots[name]) is not None]
         for name in [*named, *arrays]:
             items = array_items(roots[name])
@@ -165,7 +165,7 @@ def _record_place(effect: StateEffect, output: dict[str, Any] | None) -> tuple[s
     for name, node in roots.items():
         if same_noun(name, one) and object_branch(node):
             return f"/{escape(name)}", object_branch(node)
-    objects = [name for name, node in roots.items() if object_branch(node) and name not in FOUND_FIELDS]
+    objects = [name for name, node in roots.items() if object_branch(node) and name not in FOUND_NAMES]
     if effect.key not in roots and len(objects) == 1:
         return f"/{escape(objects[0])}", object_branch(roots[objects[0]])
     return "", object_branch(output)

@@ -18,19 +18,23 @@ VERBS = {
     "delete": "delete", "remove": "delete", "drop": "delete", "destroy": "delete", "erase": "delete",
     "unlink": "delete",
 }
-QUERY_ARGUMENTS = ("query", "q", "search", "term", "text", "keyword", "keywords")
-LIMIT_ARGUMENTS = ("limit", "max_results", "maxResults", "page_size", "pageSize", "per_page", "perPage", "top")
-CURSOR_ARGUMENTS = ("cursor", "offset", "page_token", "pageToken", "next_token", "nextToken", "after")
-PREFIX_ARGUMENTS = ("prefix", "path_prefix", "pathPrefix")
-FOUND_FIELDS = ("found", "exists")
-TOTAL_FIELDS = ("total", "count", "total_count", "totalCount")
-LIST_FIELDS = ("results", "items", "data", "records", "entries", "list", "values")
-_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# Argument and output field names that usually mean a search, a page size, a page, a key prefix; a found
+# flag, a count of matches, the array of a list.
+QUERY_NAMES = ("query", "q", "search", "keyword", "keywords", "term", "text", "pattern", "filter")
+LIMIT_NAMES = ("limit", "max_results", "maxResults", "page_size", "pageSize", "per_page", "perPage", "max_count",
+               "maxCount", "top", "size", "count")
+CURSOR_NAMES = ("cursor", "page_token", "pageToken", "next_token", "nextToken", "after", "starting_after",
+                "offset", "page")
+PREFIX_NAMES = ("prefix", "path_prefix", "pathPrefix")
+FOUND_NAMES = ("found", "exists")
+TOTAL_NAMES = ("total", "total_count", "totalCount", "count")
+LIST_NAMES = ("items", "results", "data", "records", "entries", "result")
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b)|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 def words(name: str) -> list[str]:
-    """`createSupportTicket`, `create_support_ticket` and `create-support-ticket` -> create, support, ticket."""
-    return [word.lower() for word in _WORDS.findall(name)]
+    """`getTaskById`, `get_task_by_id` and `get-task-by-id` alike: ["get", "task", "by", "id"]."""
+    return [w.lower() for part in re.split(r"[^A-Za-z0-9]+", name) for w in _WORD.findall(part)]
 
 
 def verb_and_noun(name: str) -> tuple[str, str] | None:
@@ -46,19 +50,19 @@ def verb_and_noun(name: str) -> tuple[str, str] | None:
 
 
 def plural(noun: str) -> str:
-    if noun.endswith("s"):
+    if noun.endswith(("s", "data", "info", "information")):
         return noun
-    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u"):
+    if noun.endswith("y") and len(noun) > 1 and noun[-2] not in "aeiou":
         return noun[:-1] + "ies"
-    if noun.endswith(("x", "ch", "sh", "z")):
+    if noun.endswith(("x", "z", "ch", "sh")):
         return noun + "es"
     return noun + "s"
 
 
 def singular(noun: str) -> str:
-    if noun.endswith("ies"):
+    if noun.endswith("ies") and len(noun) > 3:
         return noun[:-3] + "y"
-    if noun.endswith(("xes", "ches", "shes", "zes")):
+    if noun.endswith(("xes", "zes", "ches", "shes", "sses")):
         return noun[:-2]
     if noun.endswith("s") and not noun.endswith("ss"):
         return noun[:-1]
