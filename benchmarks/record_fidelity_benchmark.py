@@ -32,6 +32,9 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+# The same child-process helpers as the first benchmark's recorder (run as a script: this folder is on the path).
+from record_fidelity_traces import child_env, mcp_sim
+
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tool_specs" / "fidelity"
 SERVERS_DIR = REPO / ".fidelity-servers"
@@ -365,14 +368,6 @@ SERVERS: dict[str, Server] = {
 }
 
 
-def mcp_sim(*args: str) -> list[str]:
-    return [sys.executable, "-m", "mcp_sim", *args]
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return {**env, **extra}
 
 
 def free_port() -> int:

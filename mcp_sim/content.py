@@ -22,6 +22,8 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
+from mcp_sim.schemas import model_problems
+
 BINARY_TYPES = ("image", "audio")
 BLOCK_MODELS: dict[Any, type[BaseModel]] = {"text": types.TextContent, "image": types.ImageContent,
                                              "audio": types.AudioContent, "resource_link": types.ResourceLink,
@@ -63,9 +65,7 @@ def block_problems(blocks: Any, where: str, *, data_optional: bool = False, text
         try:
             model.model_validate(block)
         except ValidationError as exc:
-            for error in exc.errors():
-                pointer = "".join(f"/{part}" for part in error["loc"] if not str(part).startswith("function-"))
-                problems.append(f"{where}/{index}{pointer}: {error['msg']}")
+            problems.extend(model_problems(exc, f"{where}/{index}"))
     return problems
 
 

@@ -25,6 +25,7 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from mcp_sim.content import block_problems
+from mcp_sim.schemas import model_problems
 
 INTERACTION_FIELDS = {"content", "notifications", "elicit", "sample", "roots"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -157,6 +158,4 @@ def _check(model: Any, value: dict[str, Any], where: str, problems: list[str]) -
     try:
         model.model_validate(value)
     except ValidationError as exc:
-        for error in exc.errors():
-            pointer = "".join(f"/{part}" for part in error["loc"] if not str(part).startswith("function-"))
-            problems.append(f"{where}{pointer}: {error['msg']}")
+        problems.extend(model_problems(exc, where))

@@ -157,6 +157,16 @@ def invalid_places(instance: Any, schema: dict[str, Any]) -> set[str]:
     return places
 
 
+def model_problems(exc: Any, where: str) -> list[str]:
+    """A pydantic ValidationError as one problem per error, each at its JSON pointer under WHERE (pydantic's
+    own `function-...` steps of a validator left out)."""
+    problems = []
+    for error in exc.errors():
+        pointer = "".join(f"/{part}" for part in error["loc"] if not str(part).startswith("function-"))
+        problems.append(f"{where}{pointer}: {error['msg']}")
+    return problems
+
+
 def validation_error(instance: Any, schema: dict[str, Any]) -> str | None:
     """The first validation problem as one readable line, or None when the instance is valid."""
     validator_cls = validator_for(schema, default=jsonschema.Draft202012Validator)

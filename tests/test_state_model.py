@@ -10,7 +10,9 @@ petstore of @readme/oas-examples); each hypothesis example runs in a world of it
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -264,3 +266,24 @@ class Pets(World):
 def test_reads_agree_with_every_write(server: str, machine: type[World]) -> None:
     machine.url = server
     run_state_machine_as_test(machine, settings=STEPS)
+
+
+def _run_example(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], env=subprocess_env(), capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_the_dry_run_example_reads_back_what_it_wrote() -> None:
+    steps = _run_example("examples/dry_run.py").split("\n> ")[1:]
+    answers = {step.split("(", 1)[0]: json.loads(step.split("\n", 1)[1]) for step in steps}
+    assert answers["read_file"]["content"] == "# Q3\nRevenue up 12%." and answers["read_file"]["found"] is True
+    assert [entry["path"] for entry in answers["list_files"]["files"]] == ["/reports/q3.md"]
+    assert answers["delete_file"] == {"path": "/reports/q3.md", "deleted": True}
+
+
+def test_the_todo_walkthrough_answers_as_the_readme_shows() -> None:
+    transcript = _run_example("examples/todo_walkthrough.py")
+    readme = (REPO / "README.md").read_text()
+    assert transcript.strip() and transcript.strip() in readme
