@@ -262,3 +262,17 @@ def test_a_text_tool_is_shown_the_records_it_touches_next_to_the_call(tmp_path: 
     assert prompt.startswith('{"name": "describe_task"') and '"title": "Write report"' in prompt
     assert sim.worlds.get("default").history(str(tmp_path / "todo.json"))[-1].action == \
         '{"name": "describe_task", "arguments": {"task_id": "T-2"}}'  # the history keeps the bare call
+
+
+def test_an_imported_all_of_record_gets_its_key_pinned(tmp_path: Path) -> None:
+    pet = {"allOf": [{"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}},
+                     {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}]}
+    spec = {"tools": [
+        {"name": "addPet", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+         "outputSchema": {"type": "object", **pet}},
+        {"name": "findPets", "inputSchema": {"type": "object"},
+         "outputSchema": {"type": "object", "properties": {"result": {"type": "array", "items": pet}}}}]}
+    sim, engine = simulator(write_spec(tmp_path, spec, "pets.json"))
+    assert [structured(sim, "addPet", {"name": name})["id"] for name in ("Rex", "Tom")] == [1, 2]
+    assert structured(sim, "findPets", {})["result"] == [{"name": "Rex", "id": 1}, {"name": "Tom", "id": 2}]
+    assert engine.requests == []

@@ -280,7 +280,7 @@ def _shown(layout: Layout, record: dict[str, Any], output_schema: dict[str, Any]
     """The fields of RECORD the output can hold where the record sits."""
     if layout.record_at is None:
         return {}
-    node = schema_at(output_schema, layout.record_at) if layout.record_at else output_schema
+    node = schema_at(inline(output_schema) or {}, layout.record_at)  # allOf merged, $refs inlined
     return _project(record, node if properties(node) else layout.record_schema)
 
 
@@ -376,7 +376,7 @@ def _offset(cursor: Any) -> int:
 def _max_items(output_schema: dict[str, Any] | None, pointer: str | None) -> int | None:
     if output_schema is None or pointer is None:
         return None
-    node = schema_at(output_schema, pointer)
+    node = schema_at(inline(output_schema) or {}, pointer)
     maximum = node.get("maxItems") if isinstance(node, dict) else None
     return maximum if isinstance(maximum, int) else None
 
