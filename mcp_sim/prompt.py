@@ -229,22 +229,55 @@ def _example_observation(tool: ToolSpec, example: Example) -> str:
     return example.result if isinstance(example.result, str) else json.dumps(example.result)
 
 
-_THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL)
-_PREDICTED = re.compile(r"<predicted_observation>(.*?)(?:</predicted_observation>|$)", re.DOTALL)
+_THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
+_PREDICTED_OPEN = re.compile(r"<predicted_observation>", re.IGNORECASE)
+_PREDICTED_CLOSE = re.compile(r"</predicted_observation>", re.IGNORECASE)
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.DOTALL)
-_OBSERVATION_MARKER = re.compile(r"^\s*\*\*Environment Observation:\*\*\s*", re.IGNORECASE)
+_OBSERVATION_MARKER = "**Environment Observation:**"
+
+
+def strip_reasoning(text: str) -> str:
+    """The text without its reasoning, by the rules of Qwen-AgentWorld's output parser: each <think> with
+    the next unpaired </think> goes; an orphaned </think> takes everything before it (the template opened
+    the block in the prompt); an orphaned <think> takes everything up to the next <predicted_observation>,
+    or to the end."""
+    tags = [(match.start(), match.end(), match.group(1) == "/") for match in _THINK_TAG.finditer(text)]
+    used: set[int] = set()
+    spans: list[tuple[int, int]] = []
+    for i, (start, _, closing) in enumerate(tags):
+        if closing or i in used:
+            continue
+        partner = next((j for j in range(i + 1, len(tags)) if tags[j][2] and j not in used), None)
+        if partner is not None:
+            used.update((i, partner))
+            spans.append((start, tags[partner][1]))
+    spans += [(0, end) for i, (_, end, closing) in enumerate(tags) if closing and i not in used]
+    for i, (start, _, closing) in enumerate(tags):
+        if not closing and i not in used:
+            answer = _PREDICTED_OPEN.search(text, start)
+            spans.append((start, answer.start() if answer else len(text)))
+    kept, position = [], 0
+    for start, end in sorted(spans):
+        if start > position:
+            kept.append(text[position:start])
+        position = max(position, end)
+    kept.append(text[position:])
+    return "".join(kept).strip()
 
 
 def extract_observation(text: str) -> str:
-    """The answer without reasoning or wrappers, as Qwen-AgentWorld's official parser reads it."""
-    text = _THINK_CLOSED.sub("", text)
-    if "<think>" in text:  # an unclosed reasoning block runs to the end of the text
-        text = text.split("<think>", 1)[0]
-    text = text.replace("</think>", "")
-    predicted = _PREDICTED.findall(text)
-    if predicted:
-        text = predicted[-1]
-    text = _OBSERVATION_MARKER.sub("", text).strip()
+    """The answer without reasoning or wrappers, as Qwen-AgentWorld's official parser reads it (its
+    parse_model_output, then its clean_response_marker), and without a code fence around the whole."""
+    text = strip_reasoning(text)
+    opened = list(_PREDICTED_OPEN.finditer(text))
+    if opened:
+        text = text[opened[-1].end():]
+        closed = _PREDICTED_CLOSE.search(text)
+        text = text[: closed.start()] if closed else text
+    text = text.strip()
+    text = text[len(_OBSERVATION_MARKER):] if text.startswith(_OBSERVATION_MARKER) else \
+        text.replace(_OBSERVATION_MARKER, "")
+    text = text.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()

@@ -10,10 +10,15 @@ a qwen35moe file: attention layers project Q and its gate together (attn_q is tw
 layers hold attn_qkv, attn_gate and ssm_*; `full_attention_interval` 4 makes three Gated DeltaNet layers
 then one attention layer, as in the real 10 x (3 + 1).
 
-The weights are random except for one planted path that makes thinking testable: after the newline that
-opens a think block the greedy continuation is THOUGHT and then </think> (a bigram written into the
-embedding and output matrices), so a think budget above len(THOUGHT) ends by the model's own choice and a
-smaller one cuts it off.
+The weights are random except for two planted preferences, so that behaviour (not text quality) can be
+asserted on them:
+- after the newline that opens a think block the greedy continuation is THOUGHT and then </think> (a
+  bigram written into the embedding and output matrices), so a think budget above len(THOUGHT) + 1 ends by
+  the model's own choice and a smaller one cuts it off;
+- JSON's closing and opening punctuation and the end of turn are preferred wherever a grammar allows them
+  (a constant embedding dimension read by their output rows), so schema-bound answers stay short instead of
+  running to max_tokens on digits or spaces; which digit or enum value comes out is still the random
+  weights' (and the context's) choice.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ CONTEXT = 65536
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # control tokens, as in Qwen's tokenizer
 USER_DEFINED = ["<think>", "</think>", "<tool_call>", "</tool_call>"]  # plain added tokens in Qwen's
 THOUGHT = "hm"  # what the twin thinks, greedily, before it closes the block itself
+PREFERRED = {"<|im_end|>": 4.0, "{": 3.0, "}": 3.0, "[": 3.0, "]": 3.0, '"': 3.0, ",": 3.0}
 
 # Qwen3.5's chat template, reduced to what mcp-sim renders: plain system/user/assistant turns, earlier
 # reasoning dropped, and a think block opened (thinking on) or left empty (enable_thinking false).
@@ -72,7 +78,7 @@ def _byte_symbols() -> list[str]:
             printable.append(byte)
             codes.append(256 + extra)
             extra += 1
-    table = dict(zip(printable, codes))
+    table = dict(zip(printable, codes, strict=True))
     return [chr(table[byte]) for byte in range(256)]
 
 
@@ -86,7 +92,7 @@ def _learn_merges(count: int) -> list[tuple[str, str]]:
     for _ in range(count):
         pairs: Counter[tuple[str, str]] = Counter()
         for word, n in words.items():
-            for pair in zip(word, word[1:]):
+            for pair in zip(word, word[1:], strict=False):
                 pairs[pair] += n
         if not pairs:
             break
@@ -188,9 +194,13 @@ def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0) -> Path:
     symbols = _byte_symbols()
     chain = [tokens.index(symbols[ord("\n")])] + [tokens.index(symbols[ord(c)]) for c in THOUGHT] + \
         [tokens.index("</think>")]
-    for dim, (token, successor) in enumerate(zip(chain, chain[1:])):
+    for dim, (token, successor) in enumerate(zip(chain, chain[1:], strict=False)):
         embedding[token, dim] = 1.0
         output[successor, dim] = 8.0
+    embedding[:, -1] = 1.0
+    for piece, weight in PREFERRED.items():
+        token = tokens.index(piece) if piece in tokens else tokens.index(symbols[ord(piece)])
+        output[token, -1] = weight
     writer.add_tensor(_name(T.TOKEN_EMBD), embedding)
     writer.add_tensor(_name(T.OUTPUT_NORM), ones(EMBED))
     writer.add_tensor(_name(T.OUTPUT), output)

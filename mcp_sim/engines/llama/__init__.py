@@ -33,7 +33,7 @@ from mcp_sim.engines.llama.state_cache import StateCache
 from mcp_sim.engines.llama.thinking import opening_tokens, think
 from mcp_sim.errors import EngineError, ModelFileError
 
-__all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "read_metadata"]
+__all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "plan_load", "read_metadata"]
 
 logger = logging.getLogger(__name__)
 

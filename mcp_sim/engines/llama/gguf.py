@@ -141,7 +141,7 @@ def _value(handle: BinaryIO, kind: int) -> int | float | bool | str:
         return _string(handle)
     if kind not in _SCALARS:
         raise struct.error(f"unknown metadata type {kind}")
-    return _unpack(handle, _SCALARS[kind])  # type: ignore[no-any-return]
+    return _unpack(handle, _SCALARS[kind])
 
 
 def _skip_array(handle: BinaryIO) -> int:

@@ -14,14 +14,14 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from mcp_sim.engines.llama.gguf import GgufHeader, read_header
 from mcp_sim.errors import ModelFileError
 
 logger = logging.getLogger(__name__)
 
-OverrideValue = Union[bool, int, float, str]
+OverrideValue = bool | int | float | str
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 # llama.cpp's llama_model_kv_override holds strings of at most 127 bytes and a terminating zero.
 _MAX_STRING = 127
@@ -94,7 +94,7 @@ def kv_override_array(overrides: dict[str, OverrideValue]) -> Any:
     if not overrides:
         return None
     array = (llama_cpp.llama_model_kv_override * (len(overrides) + 1))()
-    for entry, (key, value) in zip(array, overrides.items()):
+    for entry, (key, value) in zip(array, overrides.items(), strict=False):  # the last entry ends the array
         entry.key = key.encode("utf-8")
         if isinstance(value, bool):
             entry.tag, entry.value.val_bool = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_BOOL, value
@@ -104,6 +104,7 @@ def kv_override_array(overrides: dict[str, OverrideValue]) -> Any:
             entry.tag, entry.value.val_f64 = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_FLOAT, value
         else:
             entry.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR
-            address = ctypes.addressof(entry.value) + llama_cpp.llama_model_kv_override_value.val_str.offset
+            offset: int = llama_cpp.llama_model_kv_override_value.val_str.offset  # type: ignore[attr-defined]
+            address = ctypes.addressof(entry.value) + offset
             ctypes.memmove(address, value.encode("utf-8") + b"\0", len(value.encode("utf-8")) + 1)
     return array
