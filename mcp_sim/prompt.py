@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage
+from mcp_sim.reasoning import strip_reasoning
 from mcp_sim.resources import surface_prompt
 from mcp_sim.scenarios import DEFAULT_SCENARIO
 from mcp_sim.specs import Example, SpecSet, ToolSpec
@@ -229,40 +230,10 @@ def _example_observation(tool: ToolSpec, example: Example) -> str:
     return example.result if isinstance(example.result, str) else json.dumps(example.result)
 
 
-_THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
 _PREDICTED_OPEN = re.compile(r"<predicted_observation>", re.IGNORECASE)
 _PREDICTED_CLOSE = re.compile(r"</predicted_observation>", re.IGNORECASE)
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 _OBSERVATION_MARKER = "**Environment Observation:**"
-
-
-def strip_reasoning(text: str) -> str:
-    """The text without its reasoning, by the rules of Qwen-AgentWorld's output parser: each <think> with
-    the next unpaired </think> goes; an orphaned </think> takes everything before it (the template opened
-    the block in the prompt); an orphaned <think> takes everything up to the next <predicted_observation>,
-    or to the end."""
-    tags = [(match.start(), match.end(), match.group(1) == "/") for match in _THINK_TAG.finditer(text)]
-    used: set[int] = set()
-    spans: list[tuple[int, int]] = []
-    for i, (start, _, closing) in enumerate(tags):
-        if closing or i in used:
-            continue
-        partner = next((j for j in range(i + 1, len(tags)) if tags[j][2] and j not in used), None)
-        if partner is not None:
-            used.update((i, partner))
-            spans.append((start, tags[partner][1]))
-    spans += [(0, end) for i, (_, end, closing) in enumerate(tags) if closing and i not in used]
-    for i, (start, _, closing) in enumerate(tags):
-        if not closing and i not in used:
-            answer = _PREDICTED_OPEN.search(text, start)
-            spans.append((start, answer.start() if answer else len(text)))
-    kept, position = [], 0
-    for start, end in sorted(spans):
-        if start > position:
-            kept.append(text[position:start])
-        position = max(position, end)
-    kept.append(text[position:])
-    return "".join(kept).strip()
 
 
 def extract_observation(text: str) -> str:
