@@ -24,6 +24,7 @@ asserted on them:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf
@@ -136,9 +137,11 @@ def is_recurrent_layer(layer: int) -> bool:
     return (layer + 1) % 4 != 0
 
 
-def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0) -> Path:
+def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0,
+               extra: Callable[[gguf.GGUFWriter], None] | None = None) -> Path:
     """Write the twin to `path`. off_by_one: declare one block more than the file holds, as the published
-    Qwen-AgentWorld GGUF does (block_count 41 for 40 layers; llama.cpp: missing tensor 'blk.40...')."""
+    Qwen-AgentWorld GGUF does (block_count 41 for 40 layers; llama.cpp: missing tensor 'blk.40...').
+    `extra` may add metadata (other shapes of the defect)."""
     rng = np.random.default_rng(seed)
     tokens, types, merges = _vocabulary()
     vocab = len(tokens)
@@ -175,6 +178,8 @@ def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0) -> Path:
     writer.add_ssm_inner_size(SSM_STATE * SSM_V_HEADS)
     writer.add_full_attention_interval(4)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if extra is not None:
+        extra(writer)
 
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen35")
