@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import llama_cpp
@@ -38,7 +39,7 @@ SERVICES = ("api", "web", "worker", "scheduler", "postgres")
 # The reference model's settings: its native prompt, thinking on with a budget, greedy here for repeatability.
 OPTIONS = SimOptions(temperature=0.0, max_tokens=96, attempts=1, prompt_style="agentworld", think=True,
                      think_budget=16)
-STATUS_SCHEMA = load_catalog([OPS]).tools["get_service_status"].output_schema
+STATUS_SCHEMA: dict[str, Any] = load_catalog([OPS]).tools["get_service_status"].output_schema or {}
 CTX = 16384
 
 
@@ -58,7 +59,7 @@ def engine(twins: dict[str, Path]) -> Iterator[LlamaEngine]:
     engine.close()
 
 
-def simulate(simulator: Simulator, service: str, world: str) -> dict[str, object]:
+def simulate(simulator: Simulator, service: str, world: str) -> dict[str, Any]:
     result = simulator.simulate("get_service_status", {"service": service}, world=world)
     assert not result.is_error, result.text
     jsonschema.validate(result.structured, STATUS_SCHEMA)
@@ -101,7 +102,7 @@ def test_answers_are_schema_valid_and_thinking_stays_out_of_them(engine: LlamaEn
     for service in SERVICES:
         meta = simulate(simulator, service, world="valid")
         assert meta["reasoning_tokens"] == len(THOUGHT) + 1  # "h", "m", then </think> by the model's choice
-        assert "<think>" not in str(meta["text"]) and "</think>" not in str(meta["text"])
+        assert "<think>" not in meta["text"] and "</think>" not in meta["text"]
 
 
 def test_a_think_budget_that_ends_the_thinking_early(engine: LlamaEngine) -> None:
@@ -117,12 +118,13 @@ def test_a_think_budget_that_ends_the_thinking_early(engine: LlamaEngine) -> Non
 SESSION_SCRIPT = """
 import json, sys
 from pathlib import Path
+from typing import Any
 from tests.test_twin import run_sessions
 print(json.dumps(run_sessions(Path(sys.argv[1]), cold=True)))
 """
 
 
-def run_sessions(path: Path, cold: bool, engine: LlamaEngine | None = None) -> list[list[object]]:
+def run_sessions(path: Path, cold: bool, engine: LlamaEngine | None = None) -> list[list[Any]]:
     """Three worlds called in turn; `cold`: every call from a full evaluation of its prompt (no state kept)."""
     engine = engine or LlamaEngine(path, n_ctx=CTX, n_threads=2, seed=0, state_cache_mb=0 if cold else 256)
     simulator = Simulator(load_catalog([OPS]), engine, OPTIONS)
@@ -161,7 +163,7 @@ def test_recurrent_state_resumes_from_exact_snapshots_and_gives_a_fresh_processs
 def test_four_slots_decode_worlds_together(twins: dict[str, Path]) -> None:
     engine = LlamaEngine(twins["defective"], n_ctx=CTX, n_threads=2, seed=0, slots=4)
     simulator = Simulator(load_catalog([OPS]), engine, OPTIONS)
-    results: dict[str, list[dict[str, object]]] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
 
     def world(name: str) -> None:
         results[name] = [simulate(simulator, service, name) for service in SERVICES[:2]]
@@ -174,7 +176,7 @@ def test_four_slots_decode_worlds_together(twins: dict[str, Path]) -> None:
             thread.join(timeout=300)
         assert sorted(results) == ["w0", "w1", "w2", "w3"]
         for _, second in results.values():
-            assert second["evaluated_tokens"] < int(str(second["prompt_tokens"])) / 5
+            assert second["evaluated_tokens"] < second["prompt_tokens"] / 5
         assert engine._decoder is not None and engine._decoder.recurrent  # noqa: SLF001
     finally:
         engine.close()
@@ -189,8 +191,8 @@ def test_a_forks_first_call_reads_only_what_no_snapshot_holds(engine: LlamaEngin
     origin = simulate(simulator, "postgres", "origin")
     # The fork resumes from its origin's snapshot: like the origin's own next call, it reads the last turn
     # and the new call, not the history.
-    assert fork["evaluated_tokens"] <= int(str(origin["evaluated_tokens"])) + 8, (fork, origin)
-    assert int(str(fork["evaluated_tokens"])) < int(str(fork["prompt_tokens"])) / 5
+    assert fork["evaluated_tokens"] <= origin["evaluated_tokens"] + 8, (fork, origin)
+    assert fork["evaluated_tokens"] < fork["prompt_tokens"] / 5
     assert fork["text"] == origin["text"]
 
 
@@ -212,7 +214,7 @@ def test_a_world_past_its_context_drops_turns_and_reads_the_rest_again(twins: di
         assert dropped, [meta["prompt_tokens"] for meta in metas]
         assert not [r for r in caplog.records if "context shift" in r.getMessage()]  # never on this memory
         # The call that first drops turns re-reads the kept history (nothing holds that prefix)...
-        assert int(str(dropped[0]["evaluated_tokens"])) > int(str(metas[0]["evaluated_tokens"])) / 10
+        assert dropped[0]["evaluated_tokens"] > metas[0]["evaluated_tokens"] / 10
     finally:
         small.close()
         cold.close()

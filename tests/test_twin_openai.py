@@ -76,11 +76,11 @@ def test_a_thinking_model_behind_the_server_gives_schema_valid_results(twin_serv
     for service in ("api", "worker"):
         result = simulator.simulate("get_service_status", {"service": service}, world="remote")
         assert not result.is_error, result.text
-        jsonschema.validate(result.structured, catalog.tools["get_service_status"].output_schema)
+        jsonschema.validate(result.structured, catalog.tools["get_service_status"].output_schema or {})
 
 
 def sse(*deltas: dict[str, Any], usage: dict[str, Any] | None = None) -> bytes:
-    events = [{"choices": [{"delta": delta, "finish_reason": None}]} for delta in deltas]
+    events: list[dict[str, Any]] = [{"choices": [{"delta": delta, "finish_reason": None}]} for delta in deltas]
     events.append({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": usage})
     return "".join(f"data: {json.dumps(event)}\n\n" for event in events).encode() + b"data: [DONE]\n\n"
 

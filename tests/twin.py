@@ -102,7 +102,7 @@ def _learn_merges(count: int) -> list[tuple[str, str]]:
             break
         merges.append(best)
         joined = best[0] + best[1]
-        updated: Counter[tuple[str, str]] = Counter()
+        updated: Counter[tuple[str, ...]] = Counter()
         for word, n in words.items():
             out: list[str] = []
             i = 0
