@@ -19,7 +19,7 @@ from mcp_sim.specs import Example, SpecSet, ToolSpec
 # are rendered, how answers are extracted, grammar preparation (grammar_schema.py) or the retry rules
 # (model_answer.py). Answers cached under an older version then miss instead of answering a prompt that
 # is no longer sent.
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"  # 2: reasoning taken out by the official parser's rules (a lone </think> too)
 
 # Modelled on Qwen-AgentWorld's MCP world-model prompt: role, tool definitions, world, demonstrations.
 ROLE = (
