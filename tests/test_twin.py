@@ -101,17 +101,17 @@ def test_answers_are_schema_valid_and_thinking_stays_out_of_them(engine: LlamaEn
     simulator = Simulator(load_catalog([OPS]), engine, OPTIONS)
     for service in SERVICES:
         meta = simulate(simulator, service, world="valid")
-        assert meta["reasoning_tokens"] == len(THOUGHT) + 1  # "h", "m", then </think> by the model's choice
+        assert meta["reasoning_tokens"] == 2  # THOUGHT, then </think> by the model's own choice
         assert "<think>" not in meta["text"] and "</think>" not in meta["text"]
 
 
 def test_a_think_budget_that_ends_the_thinking_early(engine: LlamaEngine) -> None:
     messages = [ChatMessage("system", "You simulate a tool."), ChatMessage("user", "Call get_service_status.")]
-    for budget, reasoning_tokens, reasoning in ((16, 3, THOUGHT), (2, 2, THOUGHT), (1, 1, THOUGHT[0])):
+    for budget, reasoning_tokens in ((16, 2), (2, 2), (1, 1)):
         generation = engine.generate(GenerationRequest(
             messages=messages, max_tokens=64, json_schema=STATUS_SCHEMA, schema_key="status", think=True,
             think_budget=budget, temperature=0.0))
-        assert (generation.reasoning_tokens, generation.reasoning) == (reasoning_tokens, reasoning), budget
+        assert (generation.reasoning_tokens, generation.reasoning) == (reasoning_tokens, THOUGHT), budget
         jsonschema.validate(json.loads(generation.text), STATUS_SCHEMA)
 
 
@@ -199,22 +199,24 @@ def test_a_forks_first_call_reads_only_what_no_snapshot_holds(engine: LlamaEngin
 @pytest.mark.parametrize("slots", [1, 2], ids=["one-call", "batched"])
 def test_a_world_past_its_context_drops_turns_and_reads_the_rest_again(twins: dict[str, Path], slots: int,
                                                                        caplog: pytest.LogCaptureFixture) -> None:
-    small = LlamaEngine(twins["good"], n_ctx=6144, n_threads=2, seed=0, slots=slots)
-    cold = LlamaEngine(twins["good"], n_ctx=6144, n_threads=2, seed=0, state_cache_mb=0)
+    small = LlamaEngine(twins["good"], n_ctx=5400, n_threads=2, seed=0, slots=slots)
+    cold = LlamaEngine(twins["good"], n_ctx=5400, n_threads=2, seed=0, state_cache_mb=0)
     simulator, reference = (Simulator(load_catalog([OPS]), e, OPTIONS) for e in (small, cold))
     try:
         with caplog.at_level(logging.INFO, logger="mcp_sim.engines.llama"):
             metas = []
-            for index in range(10):
+            for index in range(8):
                 metas.append(simulate(simulator, SERVICES[index % 5], "long"))
-                cold._llama.reset()  # noqa: SLF001 - the reference reads every prompt in full
+                if cold._llama is not None:  # noqa: SLF001
+                    cold._llama.reset()  # noqa: SLF001 - the reference reads every prompt in full
                 expected = simulate(reference, SERVICES[index % 5], "long")
                 assert metas[-1]["text"] == expected["text"], index
         dropped = [meta for meta in metas if meta["dropped_turns"]]
         assert dropped, [meta["prompt_tokens"] for meta in metas]
         assert not [r for r in caplog.records if "context shift" in r.getMessage()]  # never on this memory
-        # The call that first drops turns re-reads the kept history (nothing holds that prefix)...
-        assert dropped[0]["evaluated_tokens"] > metas[0]["evaluated_tokens"] / 10
+        # The call that first drops turns reads the kept history again (no snapshot holds that prefix): more
+        # than a call that resumes from its finished turns and reads one turn and itself.
+        assert dropped[0]["evaluated_tokens"] > 1.5 * metas[1]["evaluated_tokens"], metas
     finally:
         small.close()
         cold.close()

@@ -12,9 +12,9 @@ then one attention layer, as in the real 10 x (3 + 1).
 
 The weights are random except for two planted preferences, so that behaviour (not text quality) can be
 asserted on them:
-- after the newline that opens a think block the greedy continuation is THOUGHT and then </think> (a
-  bigram written into the embedding and output matrices), so a think budget above len(THOUGHT) + 1 ends by
-  the model's own choice and a smaller one cuts it off;
+- after the newline that opens a think block the greedy continuation is THOUGHT (one token of its own,
+  never chosen anywhere else) and then </think> (a bigram written into the embedding and output
+  matrices), so a think budget of 2 or more ends by the model's own choice and a budget of 1 cuts it off;
 - JSON's closing and opening punctuation and the end of turn are preferred wherever a grammar allows them
   (a constant embedding dimension read by their output rows), so schema-bound answers stay short instead of
   running to max_tokens on digits or spaces; which digit or enum value comes out is still the random
@@ -41,7 +41,7 @@ CONTEXT = 65536
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # control tokens, as in Qwen's tokenizer
 USER_DEFINED = ["<think>", "</think>", "<tool_call>", "</tool_call>"]  # plain added tokens in Qwen's
-THOUGHT = "hm"  # what the twin thinks, greedily, before it closes the block itself
+THOUGHT = "hmm"  # what the twin thinks (one token), greedily, before it closes the block itself
 PREFERRED = {"<|im_end|>": 4.0, "{": 3.0, "}": 3.0, "[": 3.0, "]": 3.0, '"': 3.0, ",": 3.0}
 
 # Qwen3.5's chat template, reduced to what mcp-sim renders: plain system/user/assistant turns, earlier
@@ -122,7 +122,7 @@ def _vocabulary() -> tuple[list[str], list[int], list[str]]:
     """(tokens, token types, merges): bytes, merged pieces, then the special tokens."""
     tokens = _byte_symbols()
     merges = _learn_merges(200)
-    tokens += [a + b for a, b in merges]
+    tokens += [a + b for a, b in merges] + [THOUGHT]  # no merge makes THOUGHT: only the model writes it
     types = [int(gguf.TokenType.NORMAL)] * len(tokens)
     tokens += SPECIALS + USER_DEFINED
     types += [int(gguf.TokenType.CONTROL)] * len(SPECIALS) + [int(gguf.TokenType.USER_DEFINED)] * len(USER_DEFINED)
@@ -197,15 +197,17 @@ def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0,
     embedding = rand(vocab, EMBED)
     output = rand(vocab, EMBED)
     symbols = _byte_symbols()
-    chain = [tokens.index(symbols[ord("\n")])] + [tokens.index(symbols[ord(c)]) for c in THOUGHT] + \
-        [tokens.index("</think>")]
-    for dim, (token, successor) in enumerate(zip(chain, chain[1:], strict=False)):
-        embedding[token, dim] = 1.0
-        output[successor, dim] = 8.0
+    newline, thought, close = tokens.index(symbols[ord("\n")]), tokens.index(THOUGHT), tokens.index("</think>")
+    embedding[newline, 0] = embedding[thought, 1] = 1.0
+    output[thought, 0] = 12.0
+    output[close, 1] = 8.0
     embedding[:, -1] = 1.0
     for piece, weight in PREFERRED.items():
         token = tokens.index(piece) if piece in tokens else tokens.index(symbols[ord(piece)])
         output[token, -1] = weight
+    # THOUGHT loses everywhere but after a newline (which no JSON string holds), so no answer ever gets a
+    # THOUGHT, and with it a </think>, inside one of its strings.
+    output[thought, -1] = -6.0
     writer.add_tensor(_name(T.TOKEN_EMBD), embedding)
     writer.add_tensor(_name(T.OUTPUT_NORM), ones(EMBED))
     writer.add_tensor(_name(T.OUTPUT), output)
