@@ -164,9 +164,13 @@ def test_four_slots_decode_worlds_together(twins: dict[str, Path]) -> None:
     engine = LlamaEngine(twins["defective"], n_ctx=CTX, n_threads=2, seed=0, slots=4)
     simulator = Simulator(load_catalog([OPS]), engine, OPTIONS)
     results: dict[str, list[dict[str, Any]]] = {}
+    failures: list[BaseException] = []
 
     def world(name: str) -> None:
-        results[name] = [simulate(simulator, service, name) for service in SERVICES[:2]]
+        try:
+            results[name] = [simulate(simulator, service, name) for service in SERVICES[:2]]
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread below
+            failures.append(exc)
 
     try:
         threads = [threading.Thread(target=world, args=(f"w{i}",)) for i in range(4)]
@@ -174,6 +178,7 @@ def test_four_slots_decode_worlds_together(twins: dict[str, Path]) -> None:
             thread.start()
         for thread in threads:
             thread.join(timeout=300)
+        assert not failures, failures
         assert sorted(results) == ["w0", "w1", "w2", "w3"]
         for _, second in results.values():
             assert second["evaluated_tokens"] < second["prompt_tokens"] / 5

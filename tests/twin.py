@@ -12,13 +12,13 @@ then one attention layer, as in the real 10 x (3 + 1).
 
 The weights are random except for two planted preferences, so that behaviour (not text quality) can be
 asserted on them:
-- after the newline that opens a think block the greedy continuation is THOUGHT (one token of its own,
-  never chosen anywhere else) and then </think> (a bigram written into the embedding and output
+- after the newline that opens a think block the greedy continuation is THOUGHT (a token of its own,
+  which loses to JSON punctuation anywhere else) and then </think> (a bigram written into the embedding and output
   matrices), so a think budget of 2 or more ends by the model's own choice and a budget of 1 cuts it off;
-- JSON's closing and opening punctuation and the end of turn are preferred wherever a grammar allows them
-  (a constant embedding dimension read by their output rows), so schema-bound answers stay short instead of
-  running to max_tokens on digits or spaces; which digit or enum value comes out is still the random
-  weights' (and the context's) choice.
+- JSON's punctuation, then digits, and the end of turn are preferred wherever a grammar allows them (a
+  constant embedding dimension read by their output rows), so schema-bound answers stay short instead of
+  running to max_tokens on digits or spaces; which digit or enum value comes out is the random weights'
+  choice, nudged by the context through the layers (kept small, so the preferences hold).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ CONTEXT = 65536
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # control tokens, as in Qwen's tokenizer
 USER_DEFINED = ["<think>", "</think>", "<tool_call>", "</tool_call>"]  # plain added tokens in Qwen's
 THOUGHT = "hmm"  # what the twin thinks (one token), greedily, before it closes the block itself
-PREFERRED = {"<|im_end|>": 4.0, "{": 3.0, "}": 3.0, "[": 3.0, "]": 3.0, '"': 3.0, ",": 3.0}
+PREFERRED = {"<|im_end|>": 4.0, "{": 3.0, "}": 3.0, "[": 3.0, "]": 3.0, '"': 3.0, ",": 3.0,
+             **dict.fromkeys("0123456789", 2.0)}  # a number is one digit, never negative
 
 # Qwen3.5's chat template, reduced to what mcp-sim renders: plain system/user/assistant turns, earlier
 # reasoning dropped, and a think block opened (thinking on) or left empty (enable_thinking false).
@@ -150,6 +151,11 @@ def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0,
     def rand(*shape: int, scale: float = 0.05) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
+    def out(*shape: int) -> np.ndarray:
+        """A projection back into the residual stream: small, so the planted preferences hold whatever the
+        layers compute (which still shifts the choice among tokens the preferences leave equal)."""
+        return rand(*shape, scale=0.01)
+
     def ones(n: int) -> np.ndarray:
         return np.ones(n, dtype=np.float32)
 
@@ -205,9 +211,6 @@ def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0,
     for piece, weight in PREFERRED.items():
         token = tokens.index(piece) if piece in tokens else tokens.index(symbols[ord(piece)])
         output[token, -1] = weight
-    # THOUGHT loses everywhere but after a newline (which no JSON string holds), so no answer ever gets a
-    # THOUGHT, and with it a </think>, inside one of its strings.
-    output[thought, -1] = -6.0
     writer.add_tensor(_name(T.TOKEN_EMBD), embedding)
     writer.add_tensor(_name(T.OUTPUT_NORM), ones(EMBED))
     writer.add_tensor(_name(T.OUTPUT), output)
@@ -227,14 +230,14 @@ def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0,
                 _name(T.SSM_BETA, layer): rand(SSM_V_HEADS, EMBED),
                 _name(T.SSM_ALPHA, layer): rand(SSM_V_HEADS, EMBED),
                 _name(T.SSM_NORM, layer): ones(SSM_STATE),
-                _name(T.SSM_OUT, layer): rand(EMBED, value_dim),
+                _name(T.SSM_OUT, layer): out(EMBED, value_dim),
             }
         else:
             tensors |= {
                 _name(T.ATTN_Q, layer): rand(q_dim * 2, EMBED),  # queries and their output gate together
                 _name(T.ATTN_K, layer): rand(kv_dim, EMBED),
                 _name(T.ATTN_V, layer): rand(kv_dim, EMBED),
-                _name(T.ATTN_OUT, layer): rand(EMBED, q_dim),
+                _name(T.ATTN_OUT, layer): out(EMBED, q_dim),
                 _name(T.ATTN_Q_NORM, layer): ones(HEAD_DIM),
                 _name(T.ATTN_K_NORM, layer): ones(HEAD_DIM),
             }
@@ -242,11 +245,11 @@ def build_twin(path: Path, *, off_by_one: bool = False, seed: int = 0,
             _name(T.FFN_GATE_INP, layer): rand(EXPERTS, EMBED),
             _name(T.FFN_GATE_EXP, layer): rand(EXPERTS, EXPERT_FF, EMBED),
             _name(T.FFN_UP_EXP, layer): rand(EXPERTS, EXPERT_FF, EMBED),
-            _name(T.FFN_DOWN_EXP, layer): rand(EXPERTS, EMBED, EXPERT_FF),
+            _name(T.FFN_DOWN_EXP, layer): out(EXPERTS, EMBED, EXPERT_FF),
             _name(T.FFN_GATE_INP_SHEXP, layer): rand(EMBED),
             _name(T.FFN_GATE_SHEXP, layer): rand(SHARED_FF, EMBED),
             _name(T.FFN_UP_SHEXP, layer): rand(SHARED_FF, EMBED),
-            _name(T.FFN_DOWN_SHEXP, layer): rand(EMBED, SHARED_FF),
+            _name(T.FFN_DOWN_SHEXP, layer): out(EMBED, SHARED_FF),
         }
         for name, data in tensors.items():
             writer.add_tensor(name, data)
