@@ -41,6 +41,8 @@ OPTIONS = SimOptions(temperature=0.0, max_tokens=96, attempts=1, prompt_style="a
                      think_budget=16)
 STATUS_SCHEMA: dict[str, Any] = load_catalog([OPS]).tools["get_service_status"].output_schema or {}
 CTX = 16384
+HEALTH_SCHEMA = {"type": "object", "properties": {"healthy": {"type": "boolean"}}, "required": ["healthy"],
+                 "additionalProperties": False}
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +111,11 @@ def test_a_think_budget_that_ends_the_thinking_early(engine: LlamaEngine) -> Non
     messages = [ChatMessage("system", "You simulate a tool."), ChatMessage("user", "Call get_service_status.")]
     for budget, reasoning_tokens in ((16, 2), (2, 2), (1, 1)):
         generation = engine.generate(GenerationRequest(
-            messages=messages, max_tokens=64, json_schema=STATUS_SCHEMA, schema_key="status", think=True,
+            messages=messages, max_tokens=64, json_schema=HEALTH_SCHEMA, schema_key="health", think=True,
             think_budget=budget, temperature=0.0))
         assert (generation.reasoning_tokens, generation.reasoning) == (reasoning_tokens, THOUGHT), budget
-        jsonschema.validate(json.loads(generation.text), STATUS_SCHEMA)
+        jsonschema.validate(json.loads(generation.text), HEALTH_SCHEMA)
+        assert "think>" not in generation.text
 
 
 SESSION_SCRIPT = """
