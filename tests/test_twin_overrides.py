@@ -34,7 +34,7 @@ file = "twin.gguf"
 def test_the_header_names_every_tensor_and_scalar(tmp_path: Path) -> None:
     header = read_header(build_twin(tmp_path / "twin.gguf"))
     assert header.architecture == "qwen35moe" and header.metadata["qwen35moe.block_count"] == LAYERS
-    assert header.array_lengths["tokenizer.ggml.tokens"] == 332
+    assert header.array_lengths["tokenizer.ggml.tokens"] == 333  # 256 bytes, 69 merged pieces, THOUGHT, 7 specials
     assert f"blk.{LAYERS - 1}.ffn_down_exps.weight" in header.tensors
     assert "blk.0.ssm_a" in header.tensors and "blk.3.attn_q.weight" in header.tensors  # 3 recurrent, 1 attention
 
