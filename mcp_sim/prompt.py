@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.engines.base import ChatMessage
+from mcp_sim.reasoning import strip_reasoning
 from mcp_sim.resources import surface_prompt
 from mcp_sim.scenarios import DEFAULT_SCENARIO
 from mcp_sim.specs import Example, SpecSet, ToolSpec
@@ -18,7 +19,7 @@ from mcp_sim.specs import Example, SpecSet, ToolSpec
 # are rendered, how answers are extracted, grammar preparation (grammar_schema.py) or the retry rules
 # (model_answer.py). Answers cached under an older version then miss instead of answering a prompt that
 # is no longer sent.
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"  # 2: reasoning taken out by the official parser's rules (a lone </think> too)
 
 # Modelled on Qwen-AgentWorld's MCP world-model prompt: role, tool definitions, world, demonstrations.
 ROLE = (
@@ -299,22 +300,25 @@ def _example_observation(tool: ToolSpec, example: Example) -> str:
     return example.result if isinstance(example.result, str) else json.dumps(example.result)
 
 
-_THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL)
-_PREDICTED = re.compile(r"<predicted_observation>(.*?)(?:</predicted_observation>|$)", re.DOTALL)
+_PREDICTED_OPEN = re.compile(r"<predicted_observation>", re.IGNORECASE)
+_PREDICTED_CLOSE = re.compile(r"</predicted_observation>", re.IGNORECASE)
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.DOTALL)
-_OBSERVATION_MARKER = re.compile(r"^\s*\*\*Environment Observation:\*\*\s*", re.IGNORECASE)
+_OBSERVATION_MARKER = "**Environment Observation:**"
 
 
 def extract_observation(text: str) -> str:
-    """The answer without reasoning or wrappers, as Qwen-AgentWorld's official parser reads it."""
-    text = _THINK_CLOSED.sub("", text)
-    if "<think>" in text:  # an unclosed reasoning block runs to the end of the text
-        text = text.split("<think>", 1)[0]
-    text = text.replace("</think>", "")
-    predicted = _PREDICTED.findall(text)
-    if predicted:
-        text = predicted[-1]
-    text = _OBSERVATION_MARKER.sub("", text).strip()
+    """The answer without reasoning or wrappers, as Qwen-AgentWorld's official parser reads it (its
+    parse_model_output, then its clean_response_marker), and without a code fence around the whole."""
+    text = strip_reasoning(text)
+    opened = list(_PREDICTED_OPEN.finditer(text))
+    if opened:
+        text = text[opened[-1].end():]
+        closed = _PREDICTED_CLOSE.search(text)
+        text = text[: closed.start()] if closed else text
+    text = text.strip()
+    text = text[len(_OBSERVATION_MARKER):] if text.startswith(_OBSERVATION_MARKER) else \
+        text.replace(_OBSERVATION_MARKER, "")
+    text = text.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ import httpx
 from mcp_sim import defaults
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.errors import EngineError
+from mcp_sim.reasoning import THINK_CLOSE, split_reasoning
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,9 @@ FORMAT_MODES = ("json_schema", "json_object", "none")
 # Rough, and on the high side so that history trimming errs towards fitting: ~3 characters a token.
 CHARS_PER_TOKEN = 3.0
 MESSAGE_OVERHEAD_TOKENS = 6
-_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
+# vLLM's per-request cap on reasoning tokens (with a reasoning parser it then closes the block itself).
+# Servers that do not know the field ignore it (llama-cpp-python, SGLang) or refuse it, once.
+BUDGET_FIELD = "thinking_token_budget"
 
 
 class OpenAIEngine:
@@ -53,6 +55,8 @@ class OpenAIEngine:
         self._max_inflight = max_inflight
         # The response_format form this server accepted, once known (see FORMAT_MODES).
         self.format_mode: str | None = None
+        # Whether the server takes BUDGET_FIELD (None: not known yet; False: it refused it).
+        self.budget_field: bool | None = None
         self._checked = False
         self._check_lock = threading.Lock()
 
@@ -131,10 +135,17 @@ class OpenAIEngine:
                 if response.status_code < 400:
                     if request.json_schema is not None and self.format_mode is None:
                         self.format_mode = mode
+                    if BUDGET_FIELD in body:
+                        self.budget_field = True
                     generation = self._read_stream(response, request)
                     break
                 response.read()
                 error = self._http_error(response)
+            if BUDGET_FIELD in body and BUDGET_FIELD in response.text:
+                logger.warning("%s refused %s (%s); the think budget now only sizes max_tokens", self.base_url,
+                               BUDGET_FIELD, _error_text(response))
+                self.budget_field = False
+                continue
             if request.json_schema is None or not _about_response_format(response) or mode == "none":
                 raise error
             fallback = FORMAT_MODES[FORMAT_MODES.index(mode) + 1]
@@ -160,6 +171,8 @@ class OpenAIEngine:
         if not request.think:
             # Read by Qwen3-style templates on vLLM, SGLang and llama-server; ignored elsewhere.
             body["chat_template_kwargs"] = {"enable_thinking": False}
+        elif budget > 0 and self.budget_field is not False:
+            body[BUDGET_FIELD] = budget
         if mode == "json_schema":
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "tool_output", "schema": request.json_schema}}
@@ -174,7 +187,8 @@ class OpenAIEngine:
         content: list[str] = []
         reasoning: list[str] = []
         finish_reason = "stop"
-        chunks = 0
+        chunks = thought_chunks = 0
+        closed_at: int | None = None  # content chunks streamed when an inline </think> appeared
         usage: dict[str, Any] = {}
         try:
             for event in _sse_events(response.iter_lines()):
@@ -184,10 +198,14 @@ class OpenAIEngine:
                     delta = choice.get("delta") or {}
                     if delta.get("content"):
                         content.append(delta["content"])
-                    # vLLM and SGLang call it reasoning_content; some servers call it reasoning.
+                        if closed_at is None and THINK_CLOSE in "".join(content[-8:]):
+                            closed_at = len(content)
+                    # Thinking arrives apart from the answer where the server runs a reasoning parser (vLLM
+                    # and SGLang call it reasoning_content, some servers reasoning), else inline in the content.
                     thought = delta.get("reasoning_content") or delta.get("reasoning")
                     if thought:
                         reasoning.append(thought)
+                        thought_chunks += 1
                     if delta.get("content") or thought:
                         chunks += 1
                         if request.on_token is not None:
@@ -199,18 +217,19 @@ class OpenAIEngine:
                     break
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from None
-        text = "".join(content)
-        # Without a reasoning parser on the server, thinking arrives inline in the content.
-        inline = _THINK.findall(text)
-        thoughts = "".join(reasoning) + "".join(inline)
+        inline, text = split_reasoning("".join(content))
+        thoughts = "\n".join(part for part in ("".join(reasoning).strip(), inline) if part)
         if thoughts:
-            logger.debug("reasoning (%s): %s", self.model, thoughts.strip())
+            logger.debug("reasoning (%s): %s", self.model, thoughts)
         prompt_tokens = usage.get("prompt_tokens") or self.count_tokens(request.messages)
         completion_tokens = usage.get("completion_tokens") or chunks
+        details = usage.get("completion_tokens_details") or {}
+        reasoning_tokens = details.get("reasoning_tokens") or thought_chunks + (
+            (closed_at or 0) if inline else 0)
         if finish_reason not in ("stop", "length", "cancelled"):
             finish_reason = "stop"  # e.g. "eos" from some servers
         return Generation(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                          finish_reason=finish_reason, reasoning=thoughts.strip() or None)
+                          finish_reason=finish_reason, reasoning=thoughts or None, reasoning_tokens=reasoning_tokens)
 
     def _request(self, method: str, path: str) -> httpx.Response:
         try:

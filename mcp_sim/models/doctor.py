@@ -8,6 +8,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mcp_sim.errors import McpSimError
 from mcp_sim.models.settings import EngineSettings, sim_options
@@ -95,6 +96,12 @@ def _model_checks(settings: EngineSettings) -> list[Check]:
         return [*checks, Check("architecture", FAIL, str(exc))]
     architecture = metadata.get("general.architecture", "unknown")
     checks.append(Check("architecture", OK, f"{architecture}: this llama.cpp build loads it"))
+    overrides = _load_plan(resolved.path, resolved.manifest.metadata_overrides if resolved.manifest else None)
+    checks.append(overrides[0])
+    if overrides[0].status == FAIL:
+        return checks
+    # What llama.cpp will see: the file's metadata with the overrides applied (e.g. the real layer count).
+    metadata = {**metadata, **{key: str(value) for key, value in overrides[1].items()}}
     try:
         options, ctx = sim_options(settings, resolved.manifest)
     except McpSimError as exc:
@@ -113,6 +120,19 @@ def _model_checks(settings: EngineSettings) -> list[Check]:
                                         f"top_k {options.top_k}"))
     checks.append(_memory_check(weights, kv_cache_bytes(metadata, ctx), settings, _gpu_offload()))
     return checks
+
+
+def _load_plan(path: Path, manifest_overrides: dict[str, Any] | None) -> tuple[Check, dict[str, Any]]:
+    """The metadata overrides the model loads with, and why (a defect found in the file, the manifest)."""
+    from mcp_sim.engines.llama import plan_load
+
+    try:
+        plan = plan_load(path, manifest_overrides)
+    except McpSimError as exc:
+        return Check("overrides", FAIL, str(exc)), {}
+    if not plan.findings:
+        return Check("overrides", OK, "none needed: the file's metadata matches its tensors"), {}
+    return Check("overrides", OK, "; ".join(plan.findings)), plan.overrides
 
 
 def _memory_check(weights: int, kv: int | None, settings: EngineSettings, gpu: bool) -> Check:

@@ -28,7 +28,7 @@ _PACKAGED_MODELS = _PACKAGE / "manifests"  # the same manifests in an installed 
 
 _REQUIRED = {"name": str, "repo": str, "architecture": str, "context_length": int, "license": str,
              "prompt_style": str, "thinks": bool, "default_quant": str, "quants": dict, "sampling": dict}
-_OPTIONAL = {"title": str, "upstream": str, "notes": str, "default_ctx": int}
+_OPTIONAL = {"title": str, "upstream": str, "notes": str, "default_ctx": int, "metadata_overrides": dict}
 _SAMPLING_REQUIRED = {"temperature": (int, float), "top_p": (int, float), "top_k": int}
 _SAMPLING_OPTIONAL = {"max_tokens": int, "think_budget": int, "repeat_penalty": (int, float)}
 _QUANT_FIELDS = {"file": str, "size": int, "bundled": str, "aliases": list}
@@ -71,6 +71,9 @@ class Manifest:
     upstream: str = ""
     notes: str = ""
     default_ctx: int | None = None
+    # llama.cpp metadata overrides (`--override-kv`) the file needs to load or run right, e.g.
+    # {"qwen35moe.block_count" = 40}; a known defect in the file is also found without one (overrides.py).
+    metadata_overrides: dict[str, bool | int | float | str] = field(default_factory=dict, hash=False)
     source: Path = field(default=Path(), compare=False)
 
     def quant(self, requested: str | None = None) -> Quant:
@@ -165,6 +168,11 @@ def _problems(data: dict[str, Any], stem: str) -> list[str]:
         default = data.get("default_quant")
         if isinstance(default, str) and default not in quants:
             problems.append(f"default_quant {default!r} is not one of the quants ({', '.join(quants)})")
+    overrides = data.get("metadata_overrides")
+    if isinstance(overrides, dict):
+        problems += [f"metadata_overrides.{key} must be a boolean, number or string, not "
+                     f"{type(value).__name__}" for key, value in overrides.items()
+                     if not isinstance(value, (bool, int, float, str))]
     return problems
 
 
@@ -209,4 +217,5 @@ def _build(data: dict[str, Any], path: Path) -> Manifest:
                     default_quant=data["default_quant"],
                     quants=quants, sampling=sampling, title=data.get("title", ""),
                     upstream=data.get("upstream", ""), notes=data.get("notes", ""),
-                    default_ctx=data.get("default_ctx"), source=path)
+                    default_ctx=data.get("default_ctx"),
+                    metadata_overrides=dict(data.get("metadata_overrides", {})), source=path)

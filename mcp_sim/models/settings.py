@@ -74,7 +74,9 @@ def prepare(settings: EngineSettings, download: bool = True) -> Prepared:
                            n_gpu_layers=settings.gpu_layers, seed=settings.seed,
                            state_cache_mb=settings.state_cache_mb, slots=settings.slots,
                            context_shift=settings.context_shift, flash_attn=settings.flash_attn,
-                           lazy_grammar=settings.lazy_grammar) for _ in range(settings.parallel)]
+                           lazy_grammar=settings.lazy_grammar,
+                           metadata_overrides=manifest.metadata_overrides if manifest else None)
+               for _ in range(settings.parallel)]
     engine: Engine = engines[0] if settings.parallel == 1 else EnginePool(engines)
     logger.info("model %s (%s) from %s; prompt style %s, thinking %s", resolved.path.name,
                 manifest.name if manifest else "not in the registry", resolved.source, options.prompt_style,

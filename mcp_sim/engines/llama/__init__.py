@@ -26,13 +26,14 @@ from mcp_sim.engines.llama.build import build_info, default_threads, gpu_offload
 from mcp_sim.engines.llama.gguf import check_gguf_file, load_vocabulary, read_metadata
 from mcp_sim.engines.llama.grammar import GrammarCache
 from mcp_sim.engines.llama.loading import is_recurrent, open_batched, warm_batched
+from mcp_sim.engines.llama.overrides import OverrideValue, plan_load
 from mcp_sim.engines.llama.prefix import PrefixCache, memory_can_shift, plan_checkpoints
 from mcp_sim.engines.llama.sampling import LazyGrammarSampler, decode
 from mcp_sim.engines.llama.state_cache import StateCache
 from mcp_sim.engines.llama.thinking import opening_tokens, think
 from mcp_sim.errors import EngineError, ModelFileError
 
-__all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "read_metadata"]
+__all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "plan_load", "read_metadata"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ class LlamaEngine:
                  template_kwargs: dict[str, Any] | None = None, verbose: bool = False,
                  chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB,
                  context_shift: bool = defaults.CONTEXT_SHIFT, flash_attn: bool = defaults.FLASH_ATTN,
-                 lazy_grammar: bool = defaults.LAZY_GRAMMAR, slots: int = defaults.SLOTS):
+                 lazy_grammar: bool = defaults.LAZY_GRAMMAR, slots: int = defaults.SLOTS,
+                 metadata_overrides: dict[str, OverrideValue] | None = None):
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
@@ -71,6 +73,8 @@ class LlamaEngine:
         self.lazy_grammar = lazy_grammar
         # Calls decoded together in one context (continuous batching, batch.py); 1: one call at a time.
         self.slots = slots
+        # llama.cpp metadata overrides from the model's manifest; load() adds what the file's defects call for.
+        self.metadata_overrides = metadata_overrides or {}
         self.states = StateCache(state_cache_mb * 1024 * 1024)
         self._llama: Any = None  # the one-call-at-a-time path's llama_cpp.Llama
         self._model: Any = None  # the loaded llama_cpp LlamaModel (both paths); set last, when ready
@@ -147,15 +151,18 @@ class LlamaEngine:
         gpu_layers = self.n_gpu_layers
         if gpu_layers is None:
             gpu_layers = -1 if gpu_offload_supported() else 0
+        plan = plan_load(self.model_path, self.metadata_overrides)
+        if plan.findings:
+            logger.warning("loading %s with metadata overrides: %s", self.model_path.name, "; ".join(plan.findings))
         started = time.perf_counter()
         try:
             if self.slots > 1:
-                model = self._load_batched(gpu_layers)
+                model = self._load_batched(gpu_layers, plan.overrides)
             else:
                 llama = llama_cpp.Llama(
                     model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
                     n_threads_batch=self.n_threads, n_gpu_layers=gpu_layers, seed=self.seed,
-                    flash_attn=self.flash_attn, verbose=self.verbose)
+                    flash_attn=self.flash_attn, verbose=self.verbose, kv_overrides=plan.overrides or None)
                 model = llama._model
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(
@@ -178,10 +185,11 @@ class LlamaEngine:
             self._llama = llama
         self._model = model  # last: other threads take a set _model as a model ready to use
 
-    def _load_batched(self, gpu_layers: int) -> Any:
+    def _load_batched(self, gpu_layers: int, overrides: dict[str, OverrideValue]) -> Any:
         """The model and one context of `slots` sequences, each with room for n_ctx tokens."""
         self._batch_model, self._batch_context = open_batched(
-            self.model_path, self.n_ctx, self.slots, self.n_threads, gpu_layers, self.flash_attn, self.verbose)
+            self.model_path, self.n_ctx, self.slots, self.n_threads, gpu_layers, self.flash_attn, self.verbose,
+            overrides)
         model = self._batch_model
         recurrent = is_recurrent(model)
         self._decoder = BatchDecoder(self._batch_context, model.vocab, self.slots, self.states, recurrent,

@@ -21,6 +21,7 @@ from mcp_sim.engines.llama.batch_job import Job
 from mcp_sim.engines.llama.prefix import (
     conversation_key,
     load_sequence,
+    related_keys,
     save_sequence,
     shift_plan,
     shift_sequence,
@@ -141,7 +142,7 @@ class BatchDecoder:
         self._park(slot, conversation)
         if conversation is not None and self._shift(slot, conversation, target):
             return len(slot.tokens)
-        related = [conversation_key(key) for key in job.request.related_cache_keys]
+        related = related_keys(job.request.related_cache_keys, self.recurrent)
         keys = [key for _, key in job.checkpoints] + [key for key in (conversation, *related) if key]
         resume = plan_resume(slot, self.states, keys, target, self.recurrent)
         seq = slot.seq_id

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import struct
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from mcp_sim.errors import ModelFileError
 
@@ -60,6 +62,98 @@ def gguf_architecture(path: Path) -> str | None:
     except (OSError, struct.error):
         return None
     return None
+
+
+# Value readers for read_header, by GGUF type id: uint8, int8, uint16, int16, uint32, int32, float32, bool,
+# (8: string), (9: array), uint64, int64, float64.
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_ARRAY = 9
+_SPLIT = re.compile(r"-00001-of-(\d{5})\.gguf$")
+
+
+@dataclass
+class GgufHeader:
+    """What a GGUF says about itself, read without llama.cpp: scalar metadata, the length of each array,
+    and the name of every tensor (of every part, for a split model)."""
+
+    metadata: dict[str, int | float | bool | str] = field(default_factory=dict)
+    array_lengths: dict[str, int] = field(default_factory=dict)
+    tensors: list[str] = field(default_factory=list)
+
+    @property
+    def architecture(self) -> str:
+        return str(self.metadata.get("general.architecture", ""))
+
+
+def read_header(path: Path) -> GgufHeader:
+    """The header of `path` and, for the first part of a split model, of its other parts' tensor lists.
+
+    Raises ModelFileError when the file is not a readable GGUF (version 2 or 3)."""
+    header = GgufHeader()
+    _read_into(path, header, metadata=True)
+    match = _SPLIT.search(path.name)
+    if match is not None:
+        head, total = path.name[: match.start()], int(match.group(1))
+        for part in range(2, total + 1):
+            sibling = path.with_name(f"{head}-{part:05d}-of-{total:05d}.gguf")
+            if sibling.exists():
+                _read_into(sibling, header, metadata=False)
+    return header
+
+
+def _read_into(path: Path, header: GgufHeader, metadata: bool) -> None:
+    try:
+        with path.open("rb", buffering=1 << 20) as handle:
+            magic, version, tensors, count = _HEADER.unpack(handle.read(_HEADER.size))
+            if magic != GGUF_MAGIC or version not in (2, 3):
+                raise ModelFileError(f"{path} is not a GGUF file of version 2 or 3")
+            for _ in range(count):
+                key = _string(handle)
+                kind = _unpack(handle, "<I")
+                if kind == _GGUF_ARRAY:
+                    header.array_lengths[key] = _skip_array(handle)
+                else:
+                    value = _value(handle, kind)
+                    if metadata:
+                        header.metadata[key] = value
+            for _ in range(tensors):
+                header.tensors.append(_string(handle))
+                dims = _unpack(handle, "<I")
+                handle.seek(8 * dims + 4 + 8, 1)  # dimensions, type, offset
+    except (OSError, struct.error, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"the GGUF header of {path} cannot be read ({exc}): download it again") from exc
+
+
+def _unpack(handle: BinaryIO, fmt: str) -> Any:
+    size = struct.calcsize(fmt)
+    data = handle.read(size)
+    if len(data) < size:
+        raise struct.error("the file ends inside its header")
+    return struct.unpack(fmt, data)[0]
+
+
+def _string(handle: BinaryIO) -> str:
+    return handle.read(_unpack(handle, "<Q")).decode("utf-8")
+
+
+def _value(handle: BinaryIO, kind: int) -> int | float | bool | str:
+    if kind == _GGUF_STRING:
+        return _string(handle)
+    if kind not in _SCALARS:
+        raise struct.error(f"unknown metadata type {kind}")
+    return _unpack(handle, _SCALARS[kind])
+
+
+def _skip_array(handle: BinaryIO) -> int:
+    kind, length = _unpack(handle, "<I"), _unpack(handle, "<Q")
+    if kind == _GGUF_STRING:  # a vocabulary: each string says its own length
+        for _ in range(length):
+            handle.seek(_unpack(handle, "<Q"), 1)
+    elif kind in _SCALARS:
+        handle.seek(struct.calcsize(_SCALARS[kind]) * length, 1)
+    else:
+        raise struct.error(f"unsupported array element type {kind}")
+    return int(length)
 
 
 def load_vocabulary(path: Path) -> Any:

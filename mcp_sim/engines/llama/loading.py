@@ -9,12 +9,14 @@ from typing import Any
 from mcp_sim.engines.base import GenerationRequest
 from mcp_sim.engines.llama.batch import BATCH_TOKENS, BatchDecoder
 from mcp_sim.engines.llama.batch_job import Codec, Job
+from mcp_sim.engines.llama.overrides import OverrideValue, kv_override_array
 from mcp_sim.engines.llama.prefix import system_key
 
 
 def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers: int, flash_attn: bool,
-                 verbose: bool) -> tuple[Any, Any]:
-    """(model, context): the context holds `slots` sequences, each in its own KV stream of n_ctx cells."""
+                 verbose: bool, overrides: dict[str, OverrideValue] | None = None) -> tuple[Any, Any]:
+    """(model, context): the context holds `slots` sequences, each in its own KV stream of n_ctx cells.
+    `overrides`: llama.cpp metadata overrides (overrides.plan_load)."""
     import llama_cpp
     from llama_cpp._internals import LlamaContext, LlamaModel
     from llama_cpp._logger import set_verbose
@@ -23,6 +25,9 @@ def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers:
     set_verbose(verbose)
     model_params = llama_cpp.llama_model_default_params()
     model_params.n_gpu_layers = 0x7FFFFFFF if gpu_layers == -1 else gpu_layers  # INT32_MAX: every layer
+    kv_overrides = kv_override_array(overrides or {})  # kept alive here until the model is loaded
+    if kv_overrides is not None:
+        model_params.kv_overrides = kv_overrides
     model = LlamaModel(path_model=str(path), params=model_params, verbose=verbose)
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = n_ctx * slots

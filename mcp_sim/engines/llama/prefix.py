@@ -51,7 +51,7 @@ class PrefixCache:
         checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, self.recurrent)
         conversation = conversation_key(request.cache_key)
         self._park_live_state(conversation)
-        related = [conversation_key(key) for key in request.related_cache_keys]
+        related = related_keys(request.related_cache_keys, self.recurrent)
         if not self._shift_own_state(tokens[:-1], conversation):
             self._resume(tokens, [key for _, key in checkpoints] + ([conversation] if conversation else [])
                          + [key for key in related if key])
@@ -253,6 +253,13 @@ def memory_can_shift(ctx: Any) -> bool:
 
     memory = llama_cpp.llama_get_memory(ctx)
     return bool(memory is not None and llama_cpp.llama_memory_can_shift(memory))
+
+
+def related_keys(cache_keys: list[str], recurrent: bool) -> list[str]:
+    """Snapshots of related conversations (a fork's origin) a prompt may resume from: their parked state,
+    and for recurrent models the end of their finished turns, the only exact prefix they keep."""
+    return [f"{kind}:{key}" for key in cache_keys for kind in (("conversation", "turns") if recurrent
+                                                                else ("conversation",))]
 
 
 def conversation_key(cache_key: str | None) -> str | None:

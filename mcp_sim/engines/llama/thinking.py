@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.engines.base import GenerationRequest
+from mcp_sim.reasoning import THINK_CLOSE, THINK_OPEN
 
 logger = logging.getLogger(__name__)
-
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
 @dataclass(frozen=True)
