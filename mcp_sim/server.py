@@ -128,7 +128,9 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
 
     handlers = surface_handlers(simulator, world_of, scheduler, expose_world)
     # A simulated server has every feature a real one may have, so any client can be rehearsed against it.
-    handlers.update(logging_handler(levels), **completion_handler(simulator.catalog),
+    handlers.update(logging_handler(levels),
+                    **completion_handler(simulator.catalog,
+                                         lambda ctx, name: simulator.known_keys(world_of(ctx)[0], name)),
                     **subscriptions.handlers(world_of))
     with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; 2025-11-25 clients still use it
         warnings.simplefilter("ignore")

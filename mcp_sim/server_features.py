@@ -38,15 +38,29 @@ def logging_handler(levels: LogLevels) -> dict[str, Any]:
     return {"on_set_logging_level": set_level}
 
 
-def completion_handler(catalog: Catalog) -> dict[str, Any]:
+def completion_handler(catalog: Catalog,
+                       known_keys: Callable[[RequestContext, str], list[str]] | None = None) -> dict[str, Any]:
+    """completion/complete: the spec's values for the argument, then the keys of the caller's world's
+    records that an argument of that name names (`ticket_id` -> T-5001, ..., and those created since)."""
+
     async def complete(ctx: RequestContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         values = completions(catalog, params.ref, params.argument.name)
+        if known_keys is not None and _refers(catalog, params.ref):
+            values = list(dict.fromkeys([*values, *known_keys(ctx, params.argument.name)]))
         typed = params.argument.value.casefold()
         matching = [value for value in values if value.casefold().startswith(typed)]
         return types.CompleteResult(completion=types.Completion(
             values=matching[:MAX_COMPLETIONS], total=len(matching), has_more=len(matching) > MAX_COMPLETIONS))
 
     return {"on_completion": complete}
+
+
+def _refers(catalog: Catalog, ref: types.PromptReference | types.ResourceTemplateReference) -> bool:
+    """REF names a prompt or template some spec declares."""
+    surfaces = [spec_set.surface for spec_set in catalog.spec_sets]
+    if isinstance(ref, types.PromptReference):
+        return find_prompt(surfaces, ref.name) is not None
+    return any(t.uri_template == ref.uri for s in surfaces for t in s.templates)
 
 
 def completions(catalog: Catalog, ref: types.PromptReference | types.ResourceTemplateReference,

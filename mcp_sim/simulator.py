@@ -167,6 +167,19 @@ class Simulator:
             call.state_digest = call.live.digest()
         return call
 
+    def known_keys(self, world: str, argument: str) -> list[str]:
+        """The record keys an argument named ARGUMENT may take in WORLD (its live data, or the seed data of a
+        world not started yet), for completions."""
+        found = self.worlds.find(world) if world else None
+        sets = {spec_set.source: spec_set for spec_set in self.catalog.spec_sets}
+
+        def live(source: str) -> LiveData:
+            if found is not None and source in found.live:
+                return found.live[source]
+            return LiveData(sets[source].world_state(found.scenario if found else self.worlds.default_scenario)[1])
+
+        return self.state.known_keys(argument, live)
+
     def live_data(self, world: World, spec_set: SpecSet) -> LiveData:
         """The world's live data of SPEC_SET, seeded from its scenario's data on first use."""
         live = world.live.get(spec_set.source)

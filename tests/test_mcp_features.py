@@ -291,3 +291,16 @@ async def test_stateless_calls_ask_through_input_required_results_and_need_the_c
     assert greeted.content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
     assert asked == ["What is your name?"]
     assert refused.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+
+
+async def test_completions_offer_the_keys_the_callers_world_holds() -> None:
+    crm = simulator(ScriptedEngine(json.dumps({"customer_id": "C-1002", "ticket": {
+        "id": "T-1", "subject": "Zip", "priority": "low", "status": "open", "assignee": None,
+        "created_at": "2025-06-01T12:00:00Z", "closed_at": None}})), SPECS / "crm.yaml")
+    triage = types.PromptReference(type="ref/prompt", name="triage_ticket")
+    async with Client(create_server(crm)) as client:
+        seeded = await client.complete(triage, {"name": "ticket_id", "value": "T-500"})
+        await client.call_tool("create_ticket", {"customer_id": "C-1002", "subject": "Zip", "priority": "low"})
+        grown = await client.complete(triage, {"name": "ticket_id", "value": "T-500"})
+    assert seeded.completion.values == ["T-5001", "T-5002", "T-5003", "T-5004"]
+    assert grown.completion.values == ["T-5001", "T-5002", "T-5003", "T-5004", "T-5005"]  # the world's new one

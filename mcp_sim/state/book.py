@@ -6,7 +6,7 @@ hand it its own objects without this package importing it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -14,6 +14,7 @@ from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.infer import infer_effects
 from mcp_sim.state.layout import Layout, describe, resolve
 from mcp_sim.state.live import LiveData
+from mcp_sim.state.naming import singular
 from mcp_sim.state.pins import get_pointer
 from mcp_sim.state.plan import StateChange, StatePlan, commit, plan
 
@@ -46,6 +47,7 @@ class StateBook:
     def __init__(self, groups: Iterable[ToolGroup]):
         self._layouts: dict[str, Layout] = {}
         self._tools: dict[str, Tool] = {}
+        self._sources: dict[str, str] = {}  # tool -> the spec file it belongs to
         for group in groups:
             undeclared = [(tool.name, tool.output_schema) for tool in group.tools if tool.state is None]
             inferred = infer_effects(undeclared, group.world_data)
@@ -64,6 +66,7 @@ class StateBook:
                         keys.setdefault(effect.collection, layout.key)
                     self._layouts[tool.name] = layout
                     self._tools[tool.name] = tool
+                    self._sources[tool.name] = group.source
 
     def effect(self, tool: str) -> StateEffect | None:
         layout = self._layouts.get(tool)
@@ -86,6 +89,18 @@ class StateBook:
         seen = [_example_key(layout, e) for e in spec.examples if not e.is_error]
         return plan(layout, live, arguments, spec.output_schema, error_texts=errors,
                     seen_keys=[key for key in seen if key is not None], world=world)
+
+    def known_keys(self, argument: str, live: Callable[[str], LiveData]) -> list[str]:
+        """The keys of every collection whose records ARGUMENT names (a tool's key argument, or `ticket_id` for
+        tickets by id), as LIVE (the
+        world's live data of a spec file) holds them: what a completion of that argument may offer."""
+        keys: list[str] = []
+        for name, layout in self._layouts.items():
+            one = singular(layout.effect.collection)
+            if argument in (layout.argument, f"{one}_{layout.key}", f"{one}{layout.key.capitalize()}"):
+                records = live(self._sources[name]).records(layout.effect.collection, layout.key)
+                keys += [str(record[layout.key]) for record in records if record.get(layout.key) is not None]
+        return list(dict.fromkeys(keys))
 
     @staticmethod
     def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error: bool) -> StateChange | None:
