@@ -276,3 +276,18 @@ def test_an_imported_all_of_record_gets_its_key_pinned(tmp_path: Path) -> None:
     assert [structured(sim, "addPet", {"name": name})["id"] for name in ("Rex", "Tom")] == [1, 2]
     assert structured(sim, "findPets", {})["result"] == [{"name": "Rex", "id": 1}, {"name": "Tom", "id": 2}]
     assert engine.requests == []
+
+
+def test_a_key_the_output_does_not_show_is_never_pinned_into_it(tmp_path: Path) -> None:
+    """A mirrored filesystem's read_text_file answers {content} only: the path it is asked for is no field."""
+    closed = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
+              "additionalProperties": False}
+    path_only = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    spec = {"tools": [{"name": "write_file", "inputSchema": {"type": "object", "properties": {
+        "path": {"type": "string"}, "content": {"type": "string"}}}, "outputSchema": closed},
+        {"name": "read_text_file", "inputSchema": path_only, "outputSchema": closed}]}
+    sim, engine = simulator(write_spec(tmp_path, spec, "fs.json"), answers=(json.dumps({"content": "made up"}),))
+    assert structured(sim, "read_text_file", {"path": "/never"}) == {"content": "made up"}  # the model decided
+    assert engine.requests[0].json_schema is not None and "path" not in engine.requests[0].json_schema["properties"]
+    sim.simulate("write_file", {"path": "/a", "content": "alpha"})
+    assert structured(sim, "read_text_file", {"path": "/a"}) == {"content": "alpha"}

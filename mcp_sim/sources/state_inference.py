@@ -24,6 +24,7 @@ from typing import Any
 from mcp_sim.state.naming import (
     CURSOR_NAMES,
     FOUND_NAMES,
+    KEY_NAMES,
     LIMIT_NAMES,
     LIST_NAMES,
     QUERY_NAMES,
@@ -44,7 +45,6 @@ VERBS = {
 # Words that end the noun after the verb: `list_directory_with_sizes` is about directories.
 STOP_WORDS = {"with", "by", "for", "from", "in", "of", "to", "as", "on", "and", "or", "at", "into"}
 # Argument names that identify a record, after `<singular>_id`, `<singular>Id` and `id`.
-KEY_NAMES = ("key", "name", "path", "uri", "slug", "username", "email")
 CREATE_KEY_NAMES = ("key", "path", "uri", "slug")
 DELETED_NAMES = ("deleted", "removed", "success", "ok")
 DEFAULT_COLLECTION = "items"

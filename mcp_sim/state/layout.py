@@ -11,6 +11,7 @@ from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.naming import (
     CURSOR_NAMES,
     FOUND_NAMES,
+    KEY_NAMES,
     LIMIT_NAMES,
     LIST_NAMES,
     PREFIX_NAMES,
@@ -181,9 +182,12 @@ def _key(effect: StateEffect, arguments: dict[str, Any], record_fields: set[str]
         if name in arguments:
             return effect.key, name
     if effect.key not in record_fields:
-        # No `id`: a record named by a field the call passes, such as a file's path.
-        for name, schema in arguments.items():
-            if name in record_fields and isinstance(schema, dict) and schema.get("type") in ("string", "integer"):
+        # No `id`: a record named by an identifier the call passes, such as a file's path or a key's name
+        # (never by its content).
+        for name in [*KEY_NAMES, *arguments]:
+            schema = arguments.get(name)
+            if isinstance(schema, dict) and schema.get("type") in ("string", "integer") and (
+                    name in KEY_NAMES or (name.lower().endswith("id") and name in record_fields)):
                 return name, name
     return effect.key, None
 

@@ -26,6 +26,8 @@ LIMIT_NAMES = ("limit", "max_results", "maxResults", "page_size", "pageSize", "p
 CURSOR_NAMES = ("cursor", "page_token", "pageToken", "next_token", "nextToken", "after", "starting_after",
                 "offset", "page")
 PREFIX_NAMES = ("prefix", "path_prefix", "pathPrefix")
+# Arguments that name one record when it has no `id`, in order of preference.
+KEY_NAMES = ("key", "name", "path", "uri", "slug", "username", "email")
 FOUND_NAMES = ("found", "exists")
 TOTAL_NAMES = ("total", "total_count", "totalCount", "count")
 LIST_NAMES = ("items", "results", "data", "records", "entries", "result")

@@ -108,7 +108,8 @@ def _plan_read(layout: Layout, key: Any, record: dict[str, Any] | None,
     step = StatePlan(layout, key=key, before=record)
     if record is None:  # never seen: the model decides, under the key asked for
         # Only a record at the output's root is sure to be there; a nested one may be left out (not found).
-        step.pins = _record_pins(layout, {layout.key: key}) if layout.record_at == "" else {}
+        step.pins = _record_pins(layout, _shown(layout, {layout.key: key}, output_schema)) \
+            if layout.record_at == "" and output_schema is not None else {}
         step.note = (f"No record of {layout.effect.collection} with {layout.key} {json.dumps(key)} is known yet: "
                      "answer as the world description says.")
         return step
@@ -194,7 +195,7 @@ def _not_found(layout: Layout, key: Any, output_schema: dict[str, Any] | None,
     if output_schema is not None and said:
         answer = apply_pins({}, dict.fromkeys(said, False))
         if layout.record_at == "":
-            answer[layout.key] = key
+            answer = apply_pins(answer, _record_pins(layout, _shown(layout, {layout.key: key}, output_schema)))
         answer = _nulls_for_required(answer, output_schema)
         if validation_error(answer, output_schema) is None:
             step.answer = ordered(answer, inline(output_schema))
