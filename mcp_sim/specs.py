@@ -180,7 +180,9 @@ def _parse(path: Path, problems: list[str]) -> Any:
             return json.loads(text)
         return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
-        problems.append(f"{path}: not valid YAML: {yaml_failure(exc)}")
+        # libyaml stops a deep document itself, before Python's recursion limit would.
+        deep = "exceeded maximum nesting depth" in str(exc)
+        problems.append(too_deep(path) if deep else f"{path}: not valid YAML: {yaml_failure(exc)}")
         return None
     except ValueError as exc:  # bad JSON, and integers past 4300 digits
         problems.append(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}")
