@@ -9,8 +9,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mcp_sim.models.bundled import default_model_path
@@ -101,6 +103,33 @@ def http_server() -> Iterator[str]:
     """One real HTTP server over every shipped spec, with prompts exposed for inspection."""
     process, url = start_http_server(str(SPECS), "--expose-prompt")
     try:
+        yield url
+    finally:
+        stop(process)
+
+
+@contextmanager
+def llama_cpp_server(model: Path, log: Path, alias: str, *options: str) -> Iterator[str]:
+    """`python -m llama_cpp.server` serving MODEL on a free loopback port; yields its /v1 URL once it answers.
+    Its log goes to a file: the server logs a lot, and a full pipe would stall it."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+         "--port", str(port), "--model_alias", alias, *options], stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
+            try:
+                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError("llama_cpp.server did not come up within 120 s")
+            time.sleep(0.3)
         yield url
     finally:
         stop(process)

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import httpx
 import jsonschema
 import pytest
 from mcp import Client
@@ -22,7 +19,7 @@ from mcp_sim.errors import EngineError
 from mcp_sim.server import create_server
 from mcp_sim.simulator import SimOptions, Simulator
 from mcp_sim.specs import load_catalog
-from tests.conftest import SPECS, free_port, mcp_sim_command, stop, subprocess_env
+from tests.conftest import SPECS, free_port, llama_cpp_server, mcp_sim_command, subprocess_env
 
 ALIAS = "smollm2-local"
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "temperature"],
@@ -34,30 +31,9 @@ MESSAGES = [ChatMessage("system", "You simulate a weather tool. Answer with JSON
 @pytest.fixture(scope="module")
 def server_url(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`python -m llama_cpp.server` on a free loopback port, ready to answer."""
-    port = free_port()
-    # A file, not a pipe: the server logs a lot, and a full pipe would stall it.
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
-         "--port", str(port), "--model_alias", ALIAS, "--n_ctx", "4096"],
-        stdout=subprocess.DEVNULL, stderr=log.open("wb"))
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("llama_cpp.server did not come up within 120 s")
-            time.sleep(0.3)
+    with llama_cpp_server(model_path, log, ALIAS, "--n_ctx", "4096") as url:
         yield url
-    finally:
-        stop(process)
 
 
 def closed_port_url() -> str:

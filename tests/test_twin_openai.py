@@ -5,9 +5,6 @@ SGLang's reasoning parsers, as a recorded stream), and the think budget sent whe
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +16,7 @@ from mcp_sim.engines.base import ChatMessage, GenerationRequest
 from mcp_sim.engines.openai import BUDGET_FIELD, OpenAIEngine
 from mcp_sim.simulator import SimOptions, Simulator
 from mcp_sim.specs import load_catalog
-from tests.conftest import SPECS, free_port, stop
+from tests.conftest import SPECS, llama_cpp_server
 from tests.twin import THOUGHT, build_twin
 
 ALIAS = "qwen-agentworld-twin"
@@ -33,29 +30,8 @@ def twin_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     twin's thinking (its template opens the block in the prompt) arrives inline in the content."""
     folder = tmp_path_factory.mktemp("twin-server")
     model = build_twin(folder / "twin.gguf")
-    port = free_port()
-    log = folder / "server.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port",
-         str(port), "--model_alias", ALIAS, "--n_ctx", "16384", "--n_threads", "2"],
-        stdout=subprocess.DEVNULL, stderr=log.open("wb"))
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("llama_cpp.server did not come up within 120 s")
-            time.sleep(0.3)
+    with llama_cpp_server(model, folder / "server.log", ALIAS, "--n_ctx", "16384", "--n_threads", "2") as url:
         yield url
-    finally:
-        stop(process)
 
 
 def test_inline_thinking_is_split_from_the_answer(twin_server: str) -> None:
