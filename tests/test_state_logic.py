@@ -291,3 +291,18 @@ def test_a_key_the_output_does_not_show_is_never_pinned_into_it(tmp_path: Path) 
     assert engine.requests[0].json_schema is not None and "path" not in engine.requests[0].json_schema["properties"]
     sim.simulate("write_file", {"path": "/a", "content": "alpha"})
     assert structured(sim, "read_text_file", {"path": "/a"}) == {"content": "alpha"}
+
+
+def test_an_integer_key_deleted_is_never_given_again(tmp_path: Path) -> None:
+    pet = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+           "required": ["id", "name"]}
+    spec = {"tools": [
+        {"name": "add_pet", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+         "outputSchema": pet},
+        {"name": "delete_pet", "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}},
+         "outputSchema": {"type": "object", "properties": {"deleted": {"type": "boolean"}}}}]}
+    sim, engine = simulator(write_spec(tmp_path, spec, "pets.json"))
+    assert structured(sim, "add_pet", {"name": "Rex"})["id"] == 1
+    structured(sim, "delete_pet", {"id": 1})
+    assert structured(sim, "add_pet", {"name": "Tom"}) == {"id": 2, "name": "Tom"}
+    assert engine.requests == []

@@ -13,6 +13,7 @@ import json
 import logging
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import jsonschema
 import llama_cpp
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from mcp_sim.cli import cli
@@ -34,7 +36,20 @@ from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS, subprocess_env
 from tests.twin import LAYERS, THOUGHT, build_twin
 
-OPS = SPECS / "ops.yaml"
+
+def _ops_answered_by_the_model() -> Path:
+    """ops.yaml with get_service_status left to the model (`x-sim.state: none`): these tests follow the
+    model's own prompts, snapshots and turns, which a status read from the live state would skip."""
+    document = yaml.safe_load((SPECS / "ops.yaml").read_text())
+    for tool in document["tools"]:
+        if tool["name"] == "get_service_status":
+            tool["x-sim"]["state"] = "none"
+    path = Path(tempfile.mkdtemp(prefix="twin-ops-")) / "ops.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+OPS = _ops_answered_by_the_model()
 SERVICES = ("api", "web", "worker", "scheduler", "postgres")
 # The reference model's settings: its native prompt, thinking on with a budget, greedy here for repeatability.
 OPTIONS = SimOptions(temperature=0.0, max_tokens=96, attempts=1, prompt_style="agentworld", think=True,

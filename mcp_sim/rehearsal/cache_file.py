@@ -67,7 +67,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         _enable_wal(db, path)
         db.execute("PRAGMA synchronous = FULL")
         _create_schema(db, path)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, ValueError) as exc:  # ValueError: names in a damaged file that are not text
         db.close()
         raise CacheError(f"{path} is damaged or not an SQLite database ({exc}). Give --cache a new file, "
                          f"or delete {path} if it was a cache.") from None

@@ -84,8 +84,11 @@ def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_sche
         key = arguments.get(layout.argument) if layout.argument else None
         if key is None:
             key = live.next_key(layout.effect.collection, layout.key, layout.effect.new_key, seen_keys, world)
-            if properties(layout.record_schema).get(layout.key, {}).get("type") == "string":
+            kind = properties(layout.record_schema).get(layout.key, {}).get("type")
+            if kind == "string":
                 key = str(key)
+            elif kind == "integer" and str(key).isdigit():  # keys read back from storage are text
+                key = int(key)
         return _plan_write(layout, live, arguments, output_schema, key, error_texts)
     if op not in ("read", "update", "delete") or layout.argument is None or layout.argument not in arguments:
         return None
