@@ -21,6 +21,7 @@ from mcp_sim.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.specs import load_catalog
 from mcp_sim.worlds import Worlds
 from mcp_sim.worlds.store import SqliteStore
+from mcp_sim.worlds.transfer import restore
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 
@@ -306,3 +307,14 @@ def test_an_integer_key_deleted_is_never_given_again(tmp_path: Path) -> None:
     structured(sim, "delete_pet", {"id": 1})
     assert structured(sim, "add_pet", {"name": "Tom"}) == {"id": 2, "name": "Tom"}
     assert engine.requests == []
+
+
+def test_an_exported_world_imports_with_its_state(todo: Path) -> None:
+    sim, _ = simulator(todo)
+    structured(sim, "create_task", {"title": "Kept"}, world="w1")
+    structured(sim, "delete_task", {"task_id": "T-1"}, world="w1")
+    exported = json.loads(json.dumps(sim.worlds.export(sim.worlds.existing("w1"))))
+    restore(sim.worlds, "w2", exported)
+    assert [t["id"] for t in structured(sim, "list_tasks", {}, world="w2")["tasks"]] == ["T-2", "T-3"]
+    assert structured(sim, "get_task", {"task_id": "T-1"}, world="w2") == {"found": False}
+    assert sim.worlds.export(sim.worlds.existing("w2"))["state"] != {}

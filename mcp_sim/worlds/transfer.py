@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_sim.prompt import Turn
+from mcp_sim.state.live import LiveData
 from mcp_sim.worlds.registry import Worlds
 from mcp_sim.worlds.world import World, WorldError
 
@@ -13,6 +14,7 @@ def restore(worlds: Worlds, name: str, exported: Any) -> World:
     """World NAME with the scenario and history of EXPORTED (what `Worlds.export` gives). The world must be
     new or empty: an import never mixes two histories."""
     scenario, history, calls = _read(exported)
+    live = _read_state(exported)
     existing = worlds.find(name)
     if existing is not None and existing.all_turns():
         raise WorldError(f"world {name!r} exists already and has a history: import under another name "
@@ -23,9 +25,21 @@ def restore(worlds: Worlds, name: str, exported: Any) -> World:
             for action, observation in turns:
                 worlds.record(world, source, Turn(action, observation))
         world.calls = calls
+        world.live = live
         world.forked_from = exported.get("forked_from") if isinstance(exported.get("forked_from"), str) else None
         worlds.store.save(world)
     return world
+
+
+def _read_state(exported: Any) -> dict[str, LiveData]:
+    """The live data of each spec file (x-sim.state), as export wrote it; none in an older export."""
+    state = exported.get("state", {})
+    if not isinstance(state, dict):
+        raise WorldError("state: expected an object of spec file -> {data, absent}")
+    try:
+        return {str(source): LiveData.from_json(live) for source, live in state.items()}
+    except ValueError as exc:
+        raise WorldError(f"state: {exc}") from None
 
 
 def _read(exported: Any) -> tuple[str, dict[str, list[tuple[str, str]]], int]:
