@@ -40,6 +40,8 @@ class Layout:
     prefix: str | None
     limit: str | None
     cursor: str | None
+    # The output schema with $refs inlined and allOf merged, read once here rather than on every call.
+    output_shape: dict[str, Any] | None = None
 
 
 def describe(layout: Layout) -> str:
@@ -144,7 +146,7 @@ def resolve(effect: StateEffect, input_schema: dict[str, Any], output_schema: di
         query=effect.query or _first(arguments, QUERY_NAMES, exclude=record_fields),
         prefix=effect.prefix or _first(arguments, PREFIX_NAMES, exclude=record_fields),
         limit=effect.limit or _first(arguments, LIMIT_NAMES, exclude=record_fields),
-        cursor=effect.cursor or _first(arguments, CURSOR_NAMES, exclude=record_fields))
+        cursor=effect.cursor or _first(arguments, CURSOR_NAMES, exclude=record_fields), output_shape=output)
 
 
 def _record_place(effect: StateEffect, output: dict[str, Any] | None) -> tuple[str | None, dict[str, Any]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_sim.schemas import invalid_places, validation_error
-from mcp_sim.state.layout import Layout, escape, inline, properties, schema_at
+from mcp_sim.state.layout import Layout, escape, properties, schema_at
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
 from mcp_sim.state.pins import Pins, apply_pins, get_pointer
@@ -66,12 +66,12 @@ def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schem
     step = _plan(layout, live, arguments, output_schema, error_texts, seen_keys, world)
     if step is None or output_schema is None or step.complete:
         return step
-    step.pins = _fitting({**_echoes(arguments, output_schema, step.pins), **step.pins}, output_schema)
+    step.pins = _fitting({**_echoes(arguments, layout.output_shape, step.pins), **step.pins}, output_schema)
     if step.whole:
         answer = apply_pins({}, step.pins)
         # Optional fields outside the record (get_customer's orders) are left out rather than made up.
         if validation_error(answer, output_schema) is None:
-            step.answer, step.complete = ordered(answer, inline(output_schema)), True
+            step.answer, step.complete = ordered(answer, layout.output_shape), True
     return step
 
 
@@ -138,7 +138,7 @@ def _plan_delete(layout: Layout, key: Any, record: dict[str, Any] | None,
     if record is None:  # never seen: the model decides whether it existed
         step.pins = _record_pins(layout, _shown(layout, {layout.key: key}, output_schema))
         return step
-    flags = {f"/{name}": True for name in SUCCESS_FLAGS if _root_boolean(output_schema, name)}
+    flags = {f"/{name}": True for name in SUCCESS_FLAGS if _root_boolean(layout.output_shape, name)}
     step.pins = {**flags, **_record_pins(layout, _shown(layout, record, output_schema)), **layout.effect.set}
     step.whole = True
     return step
@@ -160,7 +160,7 @@ def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], outpu
     if output_schema is None:
         return step
     flags = {f"/{name}": (before is None if name == "created" else True)
-             for name in SUCCESS_FLAGS if _root_boolean(output_schema, name) and name != "deleted"}
+             for name in SUCCESS_FLAGS if _root_boolean(layout.output_shape, name) and name != "deleted"}
     step.pins = {**flags, **_record_pins(layout, _shown(layout, record, output_schema)), **layout.effect.set}
     step.whole = _lacks_nothing(layout, record)
     return step
@@ -172,7 +172,7 @@ def _plan_list(layout: Layout, live: LiveData, arguments: dict[str, Any],
     total = len(records)
     start = _offset(arguments.get(layout.cursor)) if layout.cursor else 0
     limit = arguments.get(layout.limit) if layout.limit else None
-    bounds = [n for n in (limit, _max_items(output_schema, layout.record_at)) if isinstance(n, int) and n >= 0]
+    bounds = [n for n in (limit, _max_items(layout.output_shape, layout.record_at)) if isinstance(n, int) and n >= 0]
     page = records[start:start + min(bounds)] if bounds else records[start:]
     step = StatePlan(layout, listed=[r.get(layout.key) for r in page])
     step.note = _note(layout, page, total=total)
@@ -192,16 +192,16 @@ def _not_found(layout: Layout, key: Any, output_schema: dict[str, Any] | None,
     flag, deleted: false) when it has one, else the tool's own failure text from its examples, else a plain
     one."""
     step = StatePlan(layout, key=key, complete=True)
-    flags = [f"/{name}" for name in SUCCESS_FLAGS if output_schema and _root_boolean(output_schema, name)]
+    flags = [f"/{name}" for name in SUCCESS_FLAGS if _root_boolean(layout.output_shape, name)]
     # found: false; else the failure the tool's examples show; else deleted: false
     said = [layout.found] if layout.found is not None else [] if _example_error(layout, key, error_texts) else flags
     if output_schema is not None and said:
         answer = apply_pins({}, dict.fromkeys(said, False))
         if layout.record_at == "":
             answer = apply_pins(answer, _record_pins(layout, _shown(layout, {layout.key: key}, output_schema)))
-        answer = _nulls_for_required(answer, output_schema)
+        answer = _nulls_for_required(answer, layout.output_shape)
         if validation_error(answer, output_schema) is None:
-            step.answer = ordered(answer, inline(output_schema))
+            step.answer = ordered(answer, layout.output_shape)
             return step
     step.is_error = True
     step.answer = _error_text(layout, key, error_texts)
@@ -284,7 +284,7 @@ def _shown(layout: Layout, record: dict[str, Any], output_schema: dict[str, Any]
     """The fields of RECORD the output can hold where the record sits."""
     if layout.record_at is None:
         return {}
-    node = schema_at(inline(output_schema) or {}, layout.record_at)  # allOf merged, $refs inlined
+    node = schema_at(layout.output_shape or {}, layout.record_at)  # allOf merged, $refs inlined
     return _project(record, node if properties(node) else layout.record_schema)
 
 
@@ -316,9 +316,9 @@ def _fitting(pins: Pins, output_schema: dict[str, Any]) -> Pins:
     return {pointer: value for pointer, value in pins.items() if (pointer or "/") not in broken}
 
 
-def _echoes(arguments: dict[str, Any], output_schema: dict[str, Any], pins: Pins) -> Pins:
+def _echoes(arguments: dict[str, Any], shape: dict[str, Any] | None, pins: Pins) -> Pins:
     """Top-level output fields named like an argument repeat it (list_tickets' customer_id)."""
-    roots = properties(inline(output_schema))
+    roots = properties(shape)
     echoes = {}
     for name, value in arguments.items():
         pointer = f"/{escape(name)}"
@@ -339,13 +339,13 @@ def ordered(value: Any, schema: Any) -> Any:
     return {name: ordered(value[name], declared.get(name)) for name in keys}
 
 
-def _root_boolean(output_schema: dict[str, Any], name: str) -> bool:
-    node = properties(inline(output_schema)).get(name)
+def _root_boolean(shape: dict[str, Any] | None, name: str) -> bool:
+    node = properties(shape).get(name)
     return isinstance(node, dict) and node.get("type") == "boolean"
 
 
-def _nulls_for_required(answer: dict[str, Any], output_schema: dict[str, Any]) -> dict[str, Any]:
-    shape = inline(output_schema) or {}
+def _nulls_for_required(answer: dict[str, Any], output_shape: dict[str, Any] | None) -> dict[str, Any]:
+    shape = output_shape or {}
     for name in shape.get("required", []):
         node = properties(shape).get(name, {})
         if name not in answer and any(b.get("type") == "null" for b in node.get("anyOf", []) if isinstance(b, dict)):
@@ -377,10 +377,10 @@ def _offset(cursor: Any) -> int:
         return 0
 
 
-def _max_items(output_schema: dict[str, Any] | None, pointer: str | None) -> int | None:
-    if output_schema is None or pointer is None:
+def _max_items(shape: dict[str, Any] | None, pointer: str | None) -> int | None:
+    if shape is None or pointer is None:
         return None
-    node = schema_at(inline(output_schema) or {}, pointer)
+    node = schema_at(shape, pointer)
     maximum = node.get("maxItems") if isinstance(node, dict) else None
     return maximum if isinstance(maximum, int) else None
 
