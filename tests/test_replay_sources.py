@@ -119,7 +119,10 @@ def test_a_cassette_plays_identical_calls_in_order_per_world_and_from_the_start_
     sim, engine = simulator(spec, "a model answer", replay=[TRACES / "filesystem.jsonl"], replay_only=True)
     first, second, third = (sim.simulate("read_text_file", notes, "w") for _ in range(3))
     assert "beta" in first.text and "gamma" in second.text
-    assert meta(third)["source"] == "miss"  # the recording holds two reads
+    # The recording holds two reads; the third is the file as the world last saw it, still without a model.
+    assert meta(third)["source"] == "state" and third.structured == second.structured
+    unseen = sim.simulate("read_text_file", {"path": "/sandbox/never.txt"}, "w")
+    assert meta(unseen)["source"] == "miss" and unseen.is_error  # strict replay fails loudly on the rest
     assert meta(sim.simulate("read_text_file", notes, "other"))["source"] == "cassette"  # worlds are apart
     sim.worlds.reset("w")
     assert sim.simulate("read_text_file", notes, "w").text == first.text

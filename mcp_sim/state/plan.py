@@ -19,6 +19,8 @@ from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
 from mcp_sim.state.pins import Pins, apply_pins, get_pointer
 
+_UNSET = object()  # a field the record lacks (None is a value)
+
 # Root booleans an answer sets on success: `created` says whether the record is new, the others say yes.
 SUCCESS_FLAGS = ("created", "updated", "deleted", "removed", "success", "ok", "done")
 # Fields whose text a read of a text tool answers with.
@@ -238,9 +240,11 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
         return StateChange(collection, "delete", step.key, step.before, None)
     answered = _answered_record(layout, structured)
     if step.op == "read":
-        if step.before is not None and set(answered) <= set(step.before):
+        # What the client saw wins: a model's answer repeats the pinned values anyway, and a recording that
+        # read something else (the file changed behind the client's back) is what the next read must show.
+        if step.before is not None and all(step.before.get(name, _UNSET) == value for name, value in answered.items()):
             return None
-        after = {**answered, **(step.before or {}), layout.key: step.key}
+        after = {**(step.before or {}), **answered, layout.key: step.key}
     else:  # what the client saw wins (a fixture's or cassette's own key too); the rest of the record stays
         after = {**(step.record or {}), **answered}
     live.put(collection, layout.key, after)
