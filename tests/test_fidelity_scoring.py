@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mcp_sim.fidelity.evaluate import ReplayResponder, StepResult, evaluate
+from mcp_sim.fidelity.evaluate import ReplayResponder, SimulatorResponder, StepResult, evaluate
 from mcp_sim.fidelity.report import markdown, summarize, write_report
 from mcp_sim.fidelity.scoring import (
     METRICS,
@@ -22,8 +22,10 @@ from mcp_sim.fidelity.scoring import (
     value_match,
 )
 from mcp_sim.fidelity.traces import TraceRecord, read_traces
+from mcp_sim.simulator import SimOptions, Simulator
 from mcp_sim.specs import load_catalog
 from tests.fidelity_helpers import TRACES
+from tests.scripted import ScriptedEngine
 
 BENCHMARK = TRACES.parent / "fidelity"
 BENCHMARK_SERVERS = sorted(p.stem for p in BENCHMARK.glob("*.yaml"))
@@ -264,3 +266,16 @@ def test_a_written_report_summarizes_again_to_the_same_figures(tmp_path: Path) -
     steps = json.loads((tmp_path / "fidelity.json").read_text())["steps"]
     again = summarize([StepResult.from_json(step) for step in steps], {"model": "changed"})
     assert again["modes"] == summary["modes"]
+
+
+def test_teacher_forcing_puts_the_real_results_into_the_live_state_too() -> None:
+    """In forced mode the history holds the real earlier results; a read the live state answers must agree
+    with them, not with what the simulator would have said (the model is never asked for those reads)."""
+    bench = Path(__file__).resolve().parent.parent / "tool_specs" / "fidelity"
+    engine = ScriptedEngine()  # no answers: a model call would fail the step
+    sim = Simulator(load_catalog([bench / "redis.yaml"]), engine, SimOptions(attempts=1))
+    records = [r for r in read_traces([bench / "redis.jsonl"]) if r.session == "redis-eval-1"]
+    steps = {step.step: step for step in evaluate(records, SimulatorResponder(sim), sim.catalog.tools, ["forced"])}
+    assert steps[3].simulated.text == "Alice" and steps[3].scores.state == 1.0
+    assert steps[9].simulated.text == "Alicia"  # the real second set, not the first
+    assert steps[7].simulated.is_error  # the real delete removed it

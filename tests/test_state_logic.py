@@ -318,3 +318,31 @@ def test_an_exported_world_imports_with_its_state(todo: Path) -> None:
     assert [t["id"] for t in structured(sim, "list_tasks", {}, world="w2")["tasks"]] == ["T-2", "T-3"]
     assert structured(sim, "get_task", {"task_id": "T-1"}, world="w2") == {"found": False}
     assert sim.worlds.export(sim.worlds.existing("w2"))["state"] != {}
+
+
+BENCH = Path(__file__).resolve().parent.parent / "tool_specs" / "fidelity"
+
+
+def test_a_text_tool_writes_and_lists_in_its_own_examples_words_without_the_model() -> None:
+    sim, engine = simulator(BENCH / "redis.yaml", answers=("Successfully deleted 2 keys",))
+    said = [sim.simulate(tool, arguments, "w") for tool, arguments in [
+        ("set", {"key": "user:1:name", "value": "Alice"}), ("set", {"key": "user:2:name", "value": "Bob"}),
+        ("set", {"key": "config:theme", "value": "dark"}), ("list", {"pattern": "user:*"}),
+        ("delete", {"key": ["user:2:name", "config:theme"]}), ("list", {"pattern": "*"}),
+        ("get", {"key": "user:2:name"}), ("set", {"key": "user:1:name", "value": "Alicia"}),
+        ("get", {"key": "user:1:name"})]]
+    texts = [result.text for result in said]
+    assert texts[0] == "Successfully set key: user:1:name"  # the example's words: 'Successfully set key: greeting'
+    assert texts[3] == "Found keys:\nuser:1:name\nuser:2:name"  # a glob over the keys, in the example's layout
+    assert texts[5] == "Found keys:\nuser:1:name"  # a delete of several keys removes each
+    assert said[6].is_error and texts[8] == "Alicia"
+    assert [result.meta[META_KEY]["source"] for result in said].count("model") == 1  # only the two-key delete
+    assert len(engine.requests) == 1
+
+
+def test_a_write_keeps_what_it_wrote_when_its_answer_is_a_confirmation() -> None:
+    sim, engine = simulator(BENCH / "filesystem.yaml")
+    wrote = sim.simulate("write_file", {"path": "/s/a.txt", "content": "alpha\n"}, "w")
+    assert wrote.structured == {"content": "Successfully wrote to /s/a.txt"}  # the example's words
+    assert sim.simulate("read_text_file", {"path": "/s/a.txt"}, "w").structured == {"content": "alpha\n"}
+    assert engine.requests == []

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcp_sim import defaults
+from mcp_sim.calls import Call
 from mcp_sim.errors import McpSimError
 from mcp_sim.fidelity.scoring import METRICS, Observation, StepScores, score_step
 from mcp_sim.fidelity.traces import TraceRecord, sessions
-from mcp_sim.prompt import Turn, render_action, render_observation
+from mcp_sim.prompt import Turn, render_action, render_error, render_observation
+from mcp_sim.result import SimulationResult
 from mcp_sim.simulator import Simulator, UnknownToolError
 from mcp_sim.specs import ToolSpec
 
@@ -43,11 +45,32 @@ class Responder(Protocol):
         ...
 
 
+class _RealResults:
+    """An answer source that gives a world the real result it is handed, once: teacher forcing goes through
+    the simulator's own call path, so the real result lands in the history and in the live state alike
+    (a state-answered read must agree with the real history beside it)."""
+
+    name = "trace"
+
+    def __init__(self) -> None:
+        self.pending: dict[str, Observation] = {}
+
+    def answer(self, call: Call) -> SimulationResult | None:
+        real = self.pending.pop(call.world.name, None)
+        if real is None:
+            return None
+        observation = render_error(real.text, call.tool.output_schema is not None) if real.is_error else \
+            render_observation(real.structured, real.text)
+        return SimulationResult(real.text, real.structured, real.is_error, observation=observation)
+
+
 class SimulatorResponder:
     """Answers with a Simulator; one world per replayed session gives closed-loop behaviour for free."""
 
     def __init__(self, simulator: Simulator):
         self.simulator = simulator
+        self._real = _RealResults()
+        simulator.sources.insert(0, self._real)
 
     def respond(self, session_id: str, record: TraceRecord) -> Observation:
         try:
@@ -64,12 +87,15 @@ class SimulatorResponder:
             tool = self.simulator.tool(record.tool)
         except UnknownToolError:
             return
-        assert tool.spec_set is not None
-        real = Observation.from_wire(record.result)
-        action = render_action(record.tool, record.arguments)
-        turn = Turn(action, render_observation(real.structured, real.text))
-        worlds = self.simulator.worlds
-        worlds.record(worlds.get(session_id), tool.spec_set.source, turn)
+        self._real.pending[session_id] = Observation.from_wire(record.result)
+        self.simulator.simulate(record.tool, record.arguments, session_id)
+        if self._real.pending.pop(session_id, None) is not None:
+            # Arguments the spec refuses never reach an answer source: the history gets the real turn alone.
+            assert tool.spec_set is not None
+            real = Observation.from_wire(record.result)
+            turn = Turn(render_action(record.tool, record.arguments), render_observation(real.structured, real.text))
+            worlds = self.simulator.worlds
+            worlds.record(worlds.get(session_id), tool.spec_set.source, turn)
 
 
 # Recorded session names become world names, which allow fewer characters.

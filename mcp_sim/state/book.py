@@ -17,6 +17,7 @@ from mcp_sim.state.live import LiveData
 from mcp_sim.state.naming import singular
 from mcp_sim.state.pins import get_pointer
 from mcp_sim.state.plan import StateChange, StatePlan, commit, plan
+from mcp_sim.state.templates import ListTemplate, WriteTemplate, list_template, write_template
 
 
 class Example(Protocol):
@@ -58,7 +59,8 @@ class StateBook:
                     effect = effects[tool.name]
                     if effect is None or effect.op == "none":
                         continue
-                    if rounds and tool.state is None and effect.collection in keys:
+                    # A list names no record, so its declared effect seldom says the key: its siblings do.
+                    if rounds and (tool.state is None or effect.op == "list") and effect.collection in keys:
                         effect = replace(effect, key=keys[effect.collection])
                     records = LiveData(group.world_data).records(effect.collection, effect.key)
                     layout = resolve(effect, tool.input_schema, tool.output_schema, records)
@@ -67,6 +69,8 @@ class StateBook:
                     self._layouts[tool.name] = layout
                     self._tools[tool.name] = tool
                     self._sources[tool.name] = group.source
+        self._templates = {name: template for name in self._layouts
+                           if (template := self._template(name)) is not None}
 
     def effect(self, tool: str) -> StateEffect | None:
         layout = self._layouts.get(tool)
@@ -88,7 +92,25 @@ class StateBook:
         errors = [(e.arguments, str(e.result)) for e in spec.examples if e.is_error]
         seen = [_example_key(layout, e) for e in spec.examples if not e.is_error]
         return plan(layout, live, arguments, spec.output_schema, error_texts=errors,
-                    seen_keys=[key for key in seen if key is not None], world=world)
+                    seen_keys=[key for key in seen if key is not None], world=world,
+                    template=self._templates.get(tool))
+
+    def _template(self, name: str) -> WriteTemplate | ListTemplate | None:
+        """The answer TOOL's success examples spell out (see templates), if they do."""
+        layout, tool = self._layouts[name], self._tools[name]
+        successes = [e for e in tool.examples if not e.is_error]
+        if not successes:
+            return None
+        if layout.effect.op in ("create", "update", "delete"):
+            return write_template((e.arguments, e.result) for e in successes)
+        if layout.effect.op != "list" or tool.output_schema is not None:
+            return None
+        # The keys the collection's other tools named in their examples: what a list example may show.
+        keys = {str(e.arguments[other.argument]) for sibling, other in self._layouts.items()
+                if other.effect.collection == layout.effect.collection and other.argument is not None
+                and self._sources[sibling] == self._sources[name]
+                for e in self._tools[sibling].examples if isinstance(e.arguments.get(other.argument), str | int)}
+        return list_template([e.result for e in successes if isinstance(e.result, str)], keys)
 
     def known_keys(self, argument: str, live: Callable[[str], LiveData]) -> list[str]:
         """The keys of every collection whose records ARGUMENT names (a tool's key argument, or `ticket_id` for

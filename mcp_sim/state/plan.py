@@ -9,6 +9,7 @@ the cache alike) and returns the change, for the ledger.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from mcp_sim.state.layout import Layout, escape, properties, schema_at
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
 from mcp_sim.state.pins import Pins, apply_pins, get_pointer
+from mcp_sim.state.templates import ListTemplate, WriteTemplate
 
 _UNSET = object()  # a field the record lacks (None is a value)
 
@@ -33,6 +35,7 @@ class StatePlan:
     key: Any = None
     before: dict[str, Any] | None = None  # the record as it was
     record: dict[str, Any] | None = None  # the record this call writes (create, update)
+    written: dict[str, Any] = field(default_factory=dict)  # the fields its arguments set
     # The whole answer, when the state says it all: a structured value, or text; `is_error` for not-found.
     answer: Any = None
     complete: bool = False
@@ -63,9 +66,13 @@ class StateChange:
 
 
 def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
-         *, error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str) -> StatePlan | None:
-    """The plan for one call, or None when the state has nothing to say about it (a read with no key)."""
+         *, error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str,
+         template: WriteTemplate | ListTemplate | None = None) -> StatePlan | None:
+    """The plan for one call, or None when the state has nothing to say about it (a read with no key).
+    TEMPLATE: the answer the tool's examples spell out (see templates), which answers its writes whole."""
     step = _plan(layout, live, arguments, output_schema, error_texts, seen_keys, world)
+    if step is not None and not step.complete:
+        _use_template(step, template, arguments, output_schema)
     if step is None or output_schema is None or step.complete:
         return step
     step.pins = _fitting({**_echoes(arguments, layout.output_shape, step.pins), **step.pins}, output_schema)
@@ -75,6 +82,24 @@ def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schem
         if validation_error(answer, output_schema) is None:
             step.answer, step.complete = ordered(answer, layout.output_shape), True
     return step
+
+
+def _use_template(step: StatePlan, template: WriteTemplate | ListTemplate | None, arguments: dict[str, Any],
+                  output_schema: dict[str, Any] | None) -> None:
+    """Answer STEP whole with TEMPLATE when it fits: a write's confirmation in the server's own words, or a
+    text list of the keys the state shows (an empty list is left to the model: its words are not known)."""
+    if isinstance(template, ListTemplate):
+        if step.op == "list" and output_schema is None and step.listed:
+            step.answer, step.complete = template.fill(step.listed), True
+        return
+    if template is None or step.op not in ("create", "update", "delete"):
+        return
+    filled = template.fill(arguments)
+    if filled is None or (output_schema is None) != isinstance(filled, str):
+        return
+    if output_schema is not None and validation_error(filled, output_schema) is not None:
+        return
+    step.answer, step.complete = filled, True
 
 
 def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
@@ -95,6 +120,8 @@ def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_sche
     if op not in ("read", "update", "delete") or layout.argument is None or layout.argument not in arguments:
         return None
     key = arguments[layout.argument]
+    if isinstance(key, list):  # several records at once (redis DEL k1 k2): only a delete says what happens
+        return StatePlan(layout, key=key) if op == "delete" else None
     record = live.find(layout.effect.collection, layout.key, key)
     if record is None and live.is_absent(layout.effect.collection, key):
         said = live.absence(layout.effect.collection, key)
@@ -151,13 +178,15 @@ def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], outpu
     collection = layout.effect.collection
     before = live.find(collection, layout.key, key)
     written = {field: arguments[name] for name, field in layout.fields.items() if name in arguments}
-    if not layout.fields and not layout.record_schema and not live.records(collection, layout.key):
-        # Nothing says which fields a record has: keep every argument.
-        written = {name: value for name, value in arguments.items() if name != layout.argument}
+    if not layout.fields and not layout.record_schema:
+        # Nothing declares the record's fields: those the records written so far have, else every argument.
+        known = {name for record in live.records(collection, layout.key)[:20] for name in record}
+        written = {name: value for name, value in arguments.items()
+                   if name != layout.argument and (not known or name in known)}
     kept = {name: value for name, value in (before or {}).items() if name not in layout.effect.fresh}
     record = {layout.key: key, **kept, **layout.effect.values, **written}
     record[layout.key] = key
-    step = StatePlan(layout, key=key, before=before, record=record)
+    step = StatePlan(layout, key=key, before=before, record=record, written=written)
     step.note = _note(layout, [record])
     if output_schema is None:
         return step
@@ -232,9 +261,13 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
     if step.key is None:
         return None
     if is_error or _says_not_found(layout, structured):
-        if step.before is None and step.op != "create":
+        if step.before is None and step.op != "create" and not isinstance(step.key, list):
             live.mark_absent(collection, step.key, text if is_error else None)
         return None
+    if step.op == "delete" and isinstance(step.key, list):
+        for key in step.key:
+            live.remove(collection, layout.key, key)
+        return StateChange(collection, "delete", step.key, None, None)
     if step.op == "delete":
         live.remove(collection, layout.key, step.key)
         return StateChange(collection, "delete", step.key, step.before, None)
@@ -245,8 +278,10 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
         if step.before is not None and all(step.before.get(name, _UNSET) == value for name, value in answered.items()):
             return None
         after = {**(step.before or {}), **answered, layout.key: step.key}
-    else:  # what the client saw wins (a fixture's or cassette's own key too); the rest of the record stays
-        after = {**(step.record or {}), **answered}
+    else:
+        # What the client saw wins (a fixture's or cassette's own key too), but not over what the call wrote:
+        # write_file's answer {"content": "Successfully wrote to ..."} is not the file's content.
+        after = {**(step.record or {}), **answered, **step.written}
     live.put(collection, layout.key, after)
     return StateChange(collection, step.op, after.get(layout.key, step.key), step.before, after)
 
@@ -363,7 +398,10 @@ def _matches(layout: Layout, record: dict[str, Any], arguments: dict[str, Any]) 
             return False
     if layout.query and isinstance(arguments.get(layout.query), str):
         needle = arguments[layout.query].lower()
-        if not any(needle in str(value).lower() for value in record.values() if isinstance(value, (str, int))):
+        if any(mark in needle for mark in "*?["):  # a glob (redis KEYS, file patterns) matches the key whole
+            if not fnmatch.fnmatchcase(str(record.get(layout.key, "")).lower(), needle):
+                return False
+        elif not any(needle in str(value).lower() for value in record.values() if isinstance(value, (str, int))):
             return False
     if layout.prefix and isinstance(arguments.get(layout.prefix), str):
         return str(record.get(layout.key, "")).startswith(arguments[layout.prefix])
