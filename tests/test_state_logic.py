@@ -346,3 +346,18 @@ def test_a_write_keeps_what_it_wrote_when_its_answer_is_a_confirmation() -> None
     assert wrote.structured == {"content": "Successfully wrote to /s/a.txt"}  # the example's words
     assert sim.simulate("read_text_file", {"path": "/s/a.txt"}, "w").structured == {"content": "alpha\n"}
     assert engine.requests == []
+
+
+def test_files_move_take_edits_and_read_by_lines_as_the_filesystem_server_does() -> None:
+    sim, engine = simulator(BENCH / "filesystem.yaml", answers=('{"content": "a diff"}',))
+    sim.simulate("write_file", {"path": "/s/a.txt", "content": "alpha\nbeta\n"}, "w")
+    sim.simulate("edit_file", {"path": "/s/a.txt", "edits": [{"oldText": "beta", "newText": "gamma"}]}, "w")
+    read = sim.simulate("read_text_file", {"path": "/s/a.txt"}, "w")
+    assert read.structured == {"content": "alpha\ngamma\n"}  # the edit applied, not the diff it answered
+    assert sim.simulate("read_text_file", {"path": "/s/a.txt", "head": 1}, "w").structured == {"content": "alpha"}
+    moved = sim.simulate("move_file", {"source": "/s/a.txt", "destination": "/s/b.txt"}, "w")
+    assert moved.structured == {"content": "Successfully moved /s/a.txt to /s/b.txt"}  # the example's words
+    assert sim.simulate("read_text_file", {"path": "/s/b.txt"}, "w").structured == {"content": "alpha\ngamma\n"}
+    gone = sim.simulate("read_text_file", {"path": "/s/a.txt"}, "w")
+    assert gone.is_error and "ENOENT" in gone.text  # the tool's own failure, from its example
+    assert len(engine.requests) == 1  # only the edit's diff needed the model

@@ -51,7 +51,8 @@ class StateBook:
         self._sources: dict[str, str] = {}  # tool -> the spec file it belongs to
         for group in groups:
             undeclared = [(tool.name, tool.output_schema) for tool in group.tools if tool.state is None]
-            inferred = infer_effects(undeclared, group.world_data)
+            declared = [tool.state.collection for tool in group.tools if tool.state is not None]
+            inferred = infer_effects(undeclared, group.world_data, declared)
             effects = {tool.name: tool.state or inferred.get(tool.name) for tool in group.tools}
             keys: dict[str, str] = {}  # collection -> its key, as the tools that name a record by an argument show it
             for rounds in range(2):
@@ -101,7 +102,7 @@ class StateBook:
         successes = [e for e in tool.examples if not e.is_error]
         if not successes:
             return None
-        if layout.effect.op in ("create", "update", "delete"):
+        if layout.effect.writes:
             return write_template((e.arguments, e.result) for e in successes)
         if layout.effect.op != "list" or tool.output_schema is not None:
             return None

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-OPS = ("create", "read", "list", "update", "delete", "none")
+OPS = ("create", "read", "list", "update", "delete", "move", "none")
 NEW_KEYS = ("pattern", "uuid", "int")
 # Each field and what it must be: "text" a string, "pointer" a JSON pointer ("" or "/..."), "map" a mapping
 # of names, "values" a mapping of anything.
 FIELDS = {"collection": "text", "op": "text", "key": "text", "argument": "text", "new_key": "text",
-          "at": "pointer", "total": "pointer", "found": "pointer", "text": "text", "fields": "map",
+          "at": "pointer", "total": "pointer", "found": "pointer", "text": "text", "to": "text", "fields": "map",
           "filters": "map", "query": "text", "prefix": "text", "limit": "text", "cursor": "text",
           "values": "values", "set": "values", "fresh": "names"}
 
@@ -28,8 +28,10 @@ class StateEffect:
     collection: str
     op: str
     key: str = "id"
-    # The argument that names the record (read, update, delete; on create it makes the call a put).
+    # The argument that names the record (read, update, delete, move; on create it makes the call a put).
     argument: str | None = None
+    # move: the argument that names the record's new key (a file's destination, a key's new name).
+    to: str | None = None
     new_key: str = "pattern"
     # JSON pointers into the output: where the record (or, for list, the array of records) sits, where a
     # count of matches goes, where a found flag goes.
@@ -58,7 +60,7 @@ class StateEffect:
 
     @property
     def writes(self) -> bool:
-        return self.op in ("create", "update", "delete")
+        return self.op in ("create", "update", "delete", "move")
 
 
 def parse_effect(raw: Any, where: str, problems: list[str]) -> StateEffect | None:

@@ -7,6 +7,7 @@ of the same file must create it. `x-sim.state: none` turns inference off for one
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from mcp_sim.state.effect import StateEffect
@@ -18,13 +19,16 @@ FINISHING_VERBS = {"complete": ("completed", "done"), "finish": ("finished", "do
                    "close": ("closed", "done"), "mark": ("done", "completed")}
 
 
-def infer_effects(tools: list[tuple[str, dict[str, Any] | None]], data: Any) -> dict[str, StateEffect]:
-    """The inferred effect of each (name, outputSchema) in TOOLS, over the world DATA; tools with no
-    plain effect are left out."""
+def infer_effects(tools: list[tuple[str, dict[str, Any] | None]], data: Any,
+                  declared: Iterable[str] = ()) -> dict[str, StateEffect]:
+    """The inferred effect of each (name, outputSchema) in TOOLS, over the world DATA and the collections
+    the file's DECLARED effects name (move_file joins the files write_file declares); tools with no plain
+    effect are left out."""
     guesses = {name: verb_and_noun(name) for name, _ in tools}
     created = {noun for guess in guesses.values() if guess and guess[0] == "create" for noun in [guess[1]]}
     items = data.items() if isinstance(data, dict) else []
     collections = [key for key, value in items if isinstance(value, (list, dict))]
+    collections += [name for name in declared if name and name not in collections]
     effects = {}
     for name, output in tools:
         guess = guesses[name]

@@ -10,12 +10,14 @@ from mcp_sim.grammar_schema import prepare_for_grammar
 from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.naming import (
     CURSOR_NAMES,
+    DESTINATION_NAMES,
     FOUND_NAMES,
     KEY_NAMES,
     LIMIT_NAMES,
     LIST_NAMES,
     PREFIX_NAMES,
     QUERY_NAMES,
+    SOURCE_NAMES,
     TOTAL_NAMES,
     same_noun,
     singular,
@@ -30,6 +32,7 @@ class Layout:
     effect: StateEffect
     key: str
     argument: str | None  # the argument naming the record
+    to: str | None  # move: the argument naming its new key
     record_at: str | None  # pointer of the record (of the array of records, for list); None: no structured output
     record_schema: dict[str, Any]  # the schema of one record as the output shows it ({} when unknown)
     found: str | None
@@ -50,6 +53,8 @@ def describe(layout: Layout) -> str:
     parts = [f"{effect.op} {effect.collection} by {layout.key}"]
     if layout.argument:
         parts.append(f"from argument {layout.argument}")
+    if layout.to:
+        parts.append(f"to argument {layout.to}")
     elif effect.op == "create":
         parts.append(f"new keys by {effect.new_key}")
     if layout.record_at is not None:
@@ -132,6 +137,10 @@ def resolve(effect: StateEffect, input_schema: dict[str, Any], output_schema: di
     record_at, record_schema = _record_place(effect, output)
     record_fields = set(properties(record_schema)) | {name for record in records[:20] for name in record}
     key, argument = _key(effect, arguments, record_fields)
+    to = effect.to
+    if effect.op == "move":
+        argument = effect.argument or _first(arguments, SOURCE_NAMES, exclude=set())
+        to = to or _first(arguments, DESTINATION_NAMES, exclude=set())
     fields = effect.fields if effect.fields is not None else {
         name: name for name in arguments if name != argument and name in record_fields}
     roots = properties(output)
@@ -139,7 +148,7 @@ def resolve(effect: StateEffect, input_schema: dict[str, Any], output_schema: di
     filters = effect.filters if effect.filters is not None else {
         name: name for name in arguments if name in record_fields and name not in special}
     return Layout(
-        effect=effect, key=key, argument=argument, record_at=record_at, record_schema=record_schema,
+        effect=effect, key=key, argument=argument, to=to, record_at=record_at, record_schema=record_schema,
         found=effect.found if effect.found is not None else _root_named(roots, FOUND_NAMES, "boolean"),
         total=effect.total if effect.total is not None else _root_named(roots, TOTAL_NAMES, "integer"),
         fields=fields, filters=filters,

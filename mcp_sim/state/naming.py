@@ -17,6 +17,7 @@ VERBS = {
     "assign": "update", "mark": "update",
     "delete": "delete", "remove": "delete", "drop": "delete", "destroy": "delete", "erase": "delete",
     "unlink": "delete",
+    "move": "move", "mv": "move", "relocate": "move",
 }
 # Argument and output field names that usually mean a search, a page size, a page, a key prefix; a found
 # flag, a count of matches, the array of a list.
@@ -28,6 +29,10 @@ CURSOR_NAMES = ("cursor", "page_token", "pageToken", "next_token", "nextToken", 
 PREFIX_NAMES = ("prefix", "path_prefix", "pathPrefix")
 # Arguments that name one record when it has no `id`, in order of preference.
 KEY_NAMES = ("key", "name", "path", "uri", "slug", "username", "email")
+# A move's arguments: the record's key now, and the key it takes.
+SOURCE_NAMES = ("source", "src", "from", "from_path", "old_path", "oldPath", "old_key", "old_name", "oldName")
+DESTINATION_NAMES = ("destination", "dest", "to", "target", "to_path", "new_path", "newPath", "new_key",
+                     "new_name", "newName")
 FOUND_NAMES = ("found", "exists")
 TOTAL_NAMES = ("total", "total_count", "totalCount", "count")
 LIST_NAMES = ("items", "results", "data", "records", "entries", "result")

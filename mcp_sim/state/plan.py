@@ -20,11 +20,14 @@ from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
 from mcp_sim.state.pins import Pins, apply_pins, get_pointer
 from mcp_sim.state.templates import ListTemplate, WriteTemplate
+from mcp_sim.state.text_ops import edited, line_range
 
 _UNSET = object()  # a field the record lacks (None is a value)
 
 # Root booleans an answer sets on success: `created` says whether the record is new, the others say yes.
 SUCCESS_FLAGS = ("created", "updated", "deleted", "removed", "success", "ok", "done")
+# Words of a failure that says a record is not there ("Key not found", "ENOENT: no such file").
+NOT_FOUND_WORDS = ("not", "no such", "missing", "unknown", "enoent", "404")
 # Fields whose text a read of a text tool answers with.
 TEXT_FIELDS = ("content", "text", "body", "value", "data")
 
@@ -36,6 +39,8 @@ class StatePlan:
     before: dict[str, Any] | None = None  # the record as it was
     record: dict[str, Any] | None = None  # the record this call writes (create, update)
     written: dict[str, Any] = field(default_factory=dict)  # the fields its arguments set
+    to: Any = None  # move: the record's new key
+    cut: str | None = None  # read: the text field this read shows only some lines of
     # The whole answer, when the state says it all: a structured value, or text; `is_error` for not-found.
     answer: Any = None
     complete: bool = False
@@ -92,7 +97,7 @@ def _use_template(step: StatePlan, template: WriteTemplate | ListTemplate | None
         if step.op == "list" and output_schema is None and step.listed:
             step.answer, step.complete = template.fill(step.listed), True
         return
-    if template is None or step.op not in ("create", "update", "delete"):
+    if template is None or step.op not in ("create", "update", "delete", "move"):
         return
     filled = template.fill(arguments)
     if filled is None or (output_schema is None) != isinstance(filled, str):
@@ -117,7 +122,7 @@ def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_sche
             elif kind == "integer" and str(key).isdigit():  # keys read back from storage are text
                 key = int(key)
         return _plan_write(layout, live, arguments, output_schema, key, error_texts)
-    if op not in ("read", "update", "delete") or layout.argument is None or layout.argument not in arguments:
+    if op not in ("read", "update", "delete", "move") or layout.argument is None or layout.argument not in arguments:
         return None
     key = arguments[layout.argument]
     if isinstance(key, list):  # several records at once (redis DEL k1 k2): only a delete says what happens
@@ -129,15 +134,28 @@ def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_sche
             return StatePlan(layout, key=key, answer=said, complete=True, is_error=True)
         return _not_found(layout, key, output_schema, error_texts)
     if op == "read":
-        return _plan_read(layout, key, record, output_schema)
+        return _plan_read(layout, key, record, output_schema, arguments)
+    if op == "move":
+        to = arguments.get(layout.to) if layout.to else None
+        if not isinstance(to, str | int) or isinstance(to, bool):
+            return None
+        moved = None if record is None else {**record, layout.key: to}
+        return StatePlan(layout, key=key, before=record, record=moved, to=to,
+                         note=_note(layout, [record]) if record else None)
     if op == "delete":
         return _plan_delete(layout, key, record, output_schema)
     return _plan_write(layout, live, arguments, output_schema, key, error_texts)
 
 
 def _plan_read(layout: Layout, key: Any, record: dict[str, Any] | None,
-               output_schema: dict[str, Any] | None) -> StatePlan:
+               output_schema: dict[str, Any] | None, arguments: dict[str, Any]) -> StatePlan:
     step = StatePlan(layout, key=key, before=record)
+    if record is not None:  # read_text_file(head=1) shows the first line of what the record holds
+        text_field = _text_field(layout, record)
+        if text_field is not None and isinstance(record[text_field], str):
+            shown = line_range(record[text_field], arguments)
+            if shown != record[text_field]:  # what this read shows; `before` keeps the whole
+                record, step.cut = {**record, text_field: shown}, text_field
     if record is None:  # never seen: the model decides, under the key asked for
         # Only a record at the output's root is sure to be there; a nested one may be left out (not found).
         step.pins = _record_pins(layout, _shown(layout, {layout.key: key}, output_schema)) \
@@ -146,8 +164,8 @@ def _plan_read(layout: Layout, key: Any, record: dict[str, Any] | None,
                      "answer as the world description says.")
         return step
     if output_schema is None:
-        text_field = layout.effect.text or next((name for name in TEXT_FIELDS if name in record), None)
-        if text_field is not None and text_field in record:
+        text_field = _text_field(layout, record)
+        if text_field is not None:
             step.answer, step.complete = _as_text(record[text_field]), True
         step.note = _note(layout, [record])
         return step
@@ -184,6 +202,12 @@ def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], outpu
         written = {name: value for name, value in arguments.items()
                    if name != layout.argument and (not known or name in known)}
     kept = {name: value for name, value in (before or {}).items() if name not in layout.effect.fresh}
+    written_by_name = dict(written)
+    text_field = _text_field(layout, before) if before else None
+    if before and text_field is not None and isinstance(before[text_field], str) and text_field not in written:
+        after_edits = edited(before[text_field], arguments)  # edit_file's [{oldText, newText}]
+        if after_edits is not None:
+            written[text_field] = after_edits
     record = {layout.key: key, **kept, **layout.effect.values, **written}
     record[layout.key] = key
     step = StatePlan(layout, key=key, before=before, record=record, written=written)
@@ -192,8 +216,14 @@ def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], outpu
         return step
     flags = {f"/{name}": (before is None if name == "created" else True)
              for name in SUCCESS_FLAGS if _root_boolean(layout.output_shape, name) and name != "deleted"}
-    step.pins = {**flags, **_record_pins(layout, _shown(layout, record, output_schema)), **layout.effect.set}
-    step.whole = _lacks_nothing(layout, record)
+    shown = _shown(layout, record, output_schema)
+    if text_field is not None and text_field in step.written and text_field not in written_by_name:
+        # An edit answers with a diff or a confirmation, seldom the whole new text: the model says it.
+        shown.pop(text_field, None)
+        step.whole = False
+    else:
+        step.whole = _lacks_nothing(layout, record)
+    step.pins = {**flags, **_record_pins(layout, shown), **layout.effect.set}
     return step
 
 
@@ -247,7 +277,8 @@ def _example_error(layout: Layout, key: Any, error_texts: list[tuple[dict[str, A
     """The tool's own not-found failure from its examples, about KEY."""
     for arguments, text in error_texts:
         example_key = arguments.get(layout.argument) if layout.argument else None
-        if example_key is not None and str(example_key) in text and "not" in text.lower():
+        if example_key is not None and str(example_key) in text and any(
+                word in text.lower() for word in NOT_FOUND_WORDS):
             return text.replace(str(example_key), str(key))
     return None
 
@@ -264,6 +295,11 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
         if step.before is None and step.op != "create" and not isinstance(step.key, list):
             live.mark_absent(collection, step.key, text if is_error else None)
         return None
+    if step.op == "move":  # the record leaves its key (now absent) and takes the new one, fields and all
+        live.remove(collection, layout.key, step.key)
+        after = step.record or {layout.key: step.to}
+        live.put(collection, layout.key, after)
+        return StateChange(collection, "move", step.to, step.before, after)
     if step.op == "delete" and isinstance(step.key, list):
         for key in step.key:
             live.remove(collection, layout.key, key)
@@ -272,6 +308,8 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
         live.remove(collection, layout.key, step.key)
         return StateChange(collection, "delete", step.key, step.before, None)
     answered = _answered_record(layout, structured)
+    if step.cut is not None:  # a few lines of the text say nothing about the rest
+        answered.pop(step.cut, None)
     if step.op == "read":
         # What the client saw wins: a model's answer repeats the pinned values anyway, and a recording that
         # read something else (the file changed behind the client's back) is what the next read must show.
@@ -432,6 +470,12 @@ def _note(layout: Layout, records: list[dict[str, Any]], total: int | None = Non
     if total is not None:
         head += f" ({total} match{'es' if total != 1 else ''})"
     return f"{head} (JSON): {json.dumps(records, ensure_ascii=False)}"
+
+
+def _text_field(layout: Layout, record: dict[str, Any]) -> str | None:
+    """The record's field that holds its text (a file's content, a key's value), if it has one."""
+    name = layout.effect.text or next((name for name in TEXT_FIELDS if name in record), None)
+    return name if name is not None and name in record else None
 
 
 def _as_text(value: Any) -> str:
