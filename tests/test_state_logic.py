@@ -361,3 +361,12 @@ def test_files_move_take_edits_and_read_by_lines_as_the_filesystem_server_does()
     gone = sim.simulate("read_text_file", {"path": "/s/a.txt"}, "w")
     assert gone.is_error and "ENOENT" in gone.text  # the tool's own failure, from its example
     assert len(engine.requests) == 1  # only the edit's diff needed the model
+
+
+def test_head_and_tail_count_lines_as_the_filesystem_server_does() -> None:
+    sim, _ = simulator(BENCH / "filesystem.yaml")
+    sim.simulate("write_file", {"path": "/s/t.md", "content": "- milk\n- bike\n"}, "w")
+    tail = sim.simulate("read_text_file", {"path": "/s/t.md", "tail": 1}, "w").structured
+    head = sim.simulate("read_text_file", {"path": "/s/t.md", "head": 2}, "w").structured
+    assert (tail, head) == ({"content": ""}, {"content": "- milk\n- bike"})  # the real server's answers
+    assert sim.simulate("read_text_file", {"path": "/s/t.md"}, "w").structured == {"content": "- milk\n- bike\n"}

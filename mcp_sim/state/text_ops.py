@@ -37,7 +37,7 @@ def edited(text: str, arguments: dict[str, Any]) -> str | None:
 def line_range(text: str, arguments: dict[str, Any]) -> str:
     """TEXT cut to the first `head` or last `tail` lines when the call asks for them."""
     head, tail = arguments.get("head"), arguments.get("tail")
-    lines = text.splitlines()
+    lines = text.split("\n")  # as the filesystem server counts: "a\nb\n" ends with an empty line
     if _count(head) is not None:
         return "\n".join(lines[:_count(head)])
     if _count(tail) is not None:
