@@ -52,8 +52,10 @@ def test_key_value_and_sql_servers() -> None:
                      "list": {"collection": "items", "op": "list", "query": "pattern"}}
     sqlite = inferred(BENCHMARK / "sqlite.yaml")
     assert sqlite["describe_table"] == {"collection": "tables", "op": "read", "key": "name", "argument": "table_name"}
-    # SQL text is no record: read_query/write_query/create_table have no key and hand none back.
-    assert {"read_query", "write_query", "create_table"}.isdisjoint(sqlite)
+    # SQL text is no record: read_query/write_query/create_table run on the world's database instead.
+    assert {name: sqlite[name] for name in ("read_query", "write_query", "create_table")} == dict.fromkeys(
+        ("read_query", "write_query", "create_table"), {"collection": "database", "op": "sql"})
+    assert "append_insight" not in sqlite
     git = inferred(BENCHMARK / "git.yaml")
     assert git == {"git_create_branch": {"collection": "branches", "op": "create", "key": "name",
                                          "argument": "branch_name"}}

@@ -370,3 +370,27 @@ def test_head_and_tail_count_lines_as_the_filesystem_server_does() -> None:
     head = sim.simulate("read_text_file", {"path": "/s/t.md", "head": 2}, "w").structured
     assert (tail, head) == ({"content": ""}, {"content": "- milk\n- bike"})  # the real server's answers
     assert sim.simulate("read_text_file", {"path": "/s/t.md"}, "w").structured == {"content": "- milk\n- bike\n"}
+
+
+def test_sql_tools_answer_from_the_worlds_own_database_in_the_servers_words() -> None:
+    sim, engine = simulator(BENCH / "sqlite.yaml")
+
+    def said(tool: str, **arguments: Any) -> str:
+        return sim.simulate(tool, arguments, "w").text
+
+    assert said("create_table", query="CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, n REAL)") \
+        == "Table created successfully"  # the example's words
+    assert said("write_query", query="INSERT INTO t (name, n) VALUES ('a', 1.5), ('b', 2)") == "[{'affected_rows': 2}]"
+    assert said("write_query", query="UPDATE t SET n = 9 WHERE name = 'b'") == "[{'affected_rows': 1}]"
+    assert said("read_query", query="SELECT name, n FROM t ORDER BY n DESC") == \
+        "[{'name': 'b', 'n': 9.0}, {'name': 'a', 'n': 1.5}]"
+    assert said("list_tables") == "[{'name': 't'}]"
+    assert said("describe_table", table_name="t").startswith("[{'cid': 0, 'name': 'id', 'type': 'INTEGER'")
+    assert said("describe_table", table_name="ghosts") == "[]"
+    # A failure in the words the read tool's example showed, shared by the write tool; not flagged, as there.
+    missing = sim.simulate("write_query", {"query": "INSERT INTO nowhere VALUES (1)"}, "w")
+    assert (missing.text, missing.is_error) == ("Database error: no such table: nowhere", False)
+    # Nothing reaches outside the world's in-memory database.
+    assert said("read_query", query="SELECT * FROM t WHERE 0; ATTACH 'x.db' AS x").startswith("Database error")
+    assert "no such table" in sim.simulate("read_query", {"query": "SELECT * FROM t"}, "other").text  # worlds apart
+    assert engine.requests == []

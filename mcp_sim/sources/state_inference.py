@@ -28,6 +28,7 @@ from mcp_sim.state.naming import (
     LIMIT_NAMES,
     LIST_NAMES,
     QUERY_NAMES,
+    STATEMENT_NAMES,
     TOTAL_NAMES,
     plural,
     singular,
@@ -48,12 +49,17 @@ STOP_WORDS = {"with", "by", "for", "from", "in", "of", "to", "as", "on", "and", 
 CREATE_KEY_NAMES = ("key", "path", "uri", "slug")
 DELETED_NAMES = ("deleted", "removed", "success", "ok")
 DEFAULT_COLLECTION = "items"
+# A tool named for SQL whose one required argument is a statement runs it on the world's database.
+SQL_WORDS = {"query", "sql", "execute", "exec", "statement"}
+SQL_COLLECTION = "database"
 _PARAM = re.compile(r"^\{(.+)\}$")
 
 
 def infer_state(tool: dict[str, Any], method: str | None = None, path: str | None = None) -> dict[str, Any] | None:
     """The tool's `x-sim.state`, from its REST method and path when given (else its name), or None."""
     rest = _from_rest(method, path) if method and path else None
+    if rest is None and _takes_sql(tool):
+        return {"collection": SQL_COLLECTION, "op": "sql"}
     found = rest or _from_name(str(tool.get("name", "")))
     if found is None:
         return None
@@ -62,6 +68,15 @@ def infer_state(tool: dict[str, Any], method: str | None = None, path: str | Non
 
 
 # Where the operation and the collection come from --------------------------------------------------------
+
+def _takes_sql(tool: dict[str, Any]) -> bool:
+    """`read_query(query)`, `execute_sql(sql)`, `create_table(query)` (a table is made by a statement)."""
+    schema = tool.get("inputSchema")
+    required = (schema.get("required") if isinstance(schema, dict) else None) or []
+    statements = [name for name in required if name in STATEMENT_NAMES]
+    name = words(str(tool.get("name", "")))
+    return len(required) == 1 and bool(statements) and bool(SQL_WORDS & set(name) or name[-2:] == ["create", "table"])
+
 
 def _from_name(name: str) -> tuple[str, str, None] | None:
     parts = words(name)

@@ -14,9 +14,10 @@ from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.infer import infer_effects
 from mcp_sim.state.layout import Layout, describe, resolve
 from mcp_sim.state.live import LiveData
-from mcp_sim.state.naming import singular
+from mcp_sim.state.naming import singular, verb_and_noun
 from mcp_sim.state.pins import get_pointer
 from mcp_sim.state.plan import StateChange, StatePlan, commit, plan
+from mcp_sim.state.sql import Style, learn_style
 from mcp_sim.state.templates import ListTemplate, WriteTemplate, list_template, write_template
 
 
@@ -63,6 +64,8 @@ class StateBook:
                     # A list names no record, so its declared effect seldom says the key: its siblings do.
                     if rounds and (tool.state is None or effect.op == "list") and effect.collection in keys:
                         effect = replace(effect, key=keys[effect.collection])
+                    if effect.op == "sql" and effect.readonly is None:  # read_query only reads
+                        effect = replace(effect, readonly=(verb_and_noun(tool.name) or ("", ""))[0] in ("read", "list"))
                     records = LiveData(group.world_data).records(effect.collection, effect.key)
                     layout = resolve(effect, tool.input_schema, tool.output_schema, records)
                     if layout.argument is not None:
@@ -72,6 +75,7 @@ class StateBook:
                     self._sources[tool.name] = group.source
         self._templates = {name: template for name in self._layouts
                            if (template := self._template(name)) is not None}
+        self._share_sql_failures()
 
     def effect(self, tool: str) -> StateEffect | None:
         layout = self._layouts.get(tool)
@@ -96,12 +100,28 @@ class StateBook:
                     seen_keys=[key for key in seen if key is not None], world=world,
                     template=self._templates.get(tool))
 
-    def _template(self, name: str) -> WriteTemplate | ListTemplate | None:
+    def _share_sql_failures(self) -> None:
+        """A database fails in one voice: an SQL tool whose examples show no failure takes a sibling's."""
+        styles = {name: style for name, style in self._templates.items() if isinstance(style, Style)}
+        for name, style in styles.items():
+            if style.error_prefix is not None:
+                continue
+            collection = self._layouts[name].effect.collection
+            voice = next((other for sibling, other in styles.items() if other.error_prefix is not None
+                          and self._layouts[sibling].effect.collection == collection
+                          and self._sources[sibling] == self._sources[name]), None)
+            if voice is not None:
+                self._templates[name] = replace(style, error_prefix=voice.error_prefix, error_flag=voice.error_flag)
+
+    def _template(self, name: str) -> WriteTemplate | ListTemplate | Style | None:
         """The answer TOOL's success examples spell out (see templates), if they do."""
         layout, tool = self._layouts[name], self._tools[name]
         successes = [e for e in tool.examples if not e.is_error]
-        if not successes:
+        if not successes and layout.effect.op != "sql":
             return None
+        if layout.effect.op == "sql":
+            return learn_style(((e.arguments, e.result, e.is_error) for e in tool.examples), layout.argument,
+                               layout.effect.sql)
         if layout.effect.writes:
             return write_template((e.arguments, e.result) for e in successes)
         if layout.effect.op != "list" or tool.output_schema is not None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-OPS = ("create", "read", "list", "update", "delete", "move", "none")
+OPS = ("create", "read", "list", "update", "delete", "move", "sql", "none")
 NEW_KEYS = ("pattern", "uuid", "int")
 # Each field and what it must be: "text" a string, "pointer" a JSON pointer ("" or "/..."), "map" a mapping
 # of names, "values" a mapping of anything.
 FIELDS = {"collection": "text", "op": "text", "key": "text", "argument": "text", "new_key": "text",
-          "at": "pointer", "total": "pointer", "found": "pointer", "text": "text", "to": "text", "fields": "map",
+          "at": "pointer", "total": "pointer", "found": "pointer", "text": "text", "to": "text",
+          "sql": "text", "readonly": "flag", "fields": "map",
           "filters": "map", "query": "text", "prefix": "text", "limit": "text", "cursor": "text",
           "values": "values", "set": "values", "fresh": "names"}
 
@@ -53,6 +54,10 @@ class StateEffect:
     values: dict[str, Any] = field(default_factory=dict)
     # Output pointer -> value on success (deleted: true).
     set: dict[str, Any] = field(default_factory=dict)
+    # sql: a fixed statement with {argument} places, run instead of the statement argument
+    # (`PRAGMA table_info({table_name})`); whether the tool only reads (None: a read_/list_ name says so).
+    sql: str | None = None
+    readonly: bool | None = None
     # Fields an update writes anew, never kept from before (a restart's pid): the model writes them.
     fresh: tuple[str, ...] = ()
     # Worked out by mcp-sim from the tool's name rather than declared in the spec.
@@ -60,7 +65,7 @@ class StateEffect:
 
     @property
     def writes(self) -> bool:
-        return self.op in ("create", "update", "delete", "move")
+        return self.op in ("create", "update", "delete", "move", "sql")
 
 
 def parse_effect(raw: Any, where: str, problems: list[str]) -> StateEffect | None:
@@ -98,6 +103,8 @@ def _check_field(value: Any, kind: str, where: str, problems: list[str]) -> None
         problems.append(f"{where}: must be a JSON pointer into the output, like /ticket (or \"\" for the whole)")
     elif kind == "map" and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
         problems.append(f"{where}: must map argument names to record field names")
+    elif kind == "flag" and not isinstance(value, bool):
+        problems.append(f"{where}: must be true or false")
     elif kind == "values" and not isinstance(value, dict):
         problems.append(f"{where}: must be a mapping")
     elif kind == "names" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):

@@ -18,6 +18,7 @@ from mcp_sim.state.naming import (
     PREFIX_NAMES,
     QUERY_NAMES,
     SOURCE_NAMES,
+    STATEMENT_NAMES,
     TOTAL_NAMES,
     same_noun,
     singular,
@@ -50,6 +51,9 @@ class Layout:
 def describe(layout: Layout) -> str:
     """One line for `mcp-sim check`: the effect as it will be applied, so an author can correct it."""
     effect = layout.effect
+    if effect.op == "sql":
+        ran = f"runs {effect.sql!r}" if effect.sql else f"runs the SQL in argument {layout.argument}"
+        return f"sql on the database in {effect.collection}; {ran}" + ("; reads only" if effect.readonly else "")
     parts = [f"{effect.op} {effect.collection} by {layout.key}"]
     if layout.argument:
         parts.append(f"from argument {layout.argument}")
@@ -141,6 +145,8 @@ def resolve(effect: StateEffect, input_schema: dict[str, Any], output_schema: di
     if effect.op == "move":
         argument = effect.argument or _first(arguments, SOURCE_NAMES, exclude=set())
         to = to or _first(arguments, DESTINATION_NAMES, exclude=set())
+    elif effect.op == "sql":
+        argument = effect.argument or _first(arguments, STATEMENT_NAMES, exclude=set())
     fields = effect.fields if effect.fields is not None else {
         name: name for name in arguments if name != argument and name in record_fields}
     roots = properties(output)

@@ -111,6 +111,12 @@ class LiveData:
         following = int(digits) + 1
         return f"{prefix}{following:0{len(digits)}d}"
 
+    def replace(self, collection: str, value: Any) -> None:
+        """Store VALUE whole under COLLECTION (a database's statements)."""
+        if not isinstance(self.data, dict):
+            self.data = {}
+        self.data[collection] = value
+
     def _writable(self, collection: str) -> list[Any]:
         if not isinstance(self.data, dict):
             self.data = {}

@@ -33,6 +33,8 @@ KEY_NAMES = ("key", "name", "path", "uri", "slug", "username", "email")
 SOURCE_NAMES = ("source", "src", "from", "from_path", "old_path", "oldPath", "old_key", "old_name", "oldName")
 DESTINATION_NAMES = ("destination", "dest", "to", "target", "to_path", "new_path", "newPath", "new_key",
                      "new_name", "newName")
+# Arguments that carry an SQL statement, in order of preference.
+STATEMENT_NAMES = ("query", "sql", "statement")
 FOUND_NAMES = ("found", "exists")
 TOTAL_NAMES = ("total", "total_count", "totalCount", "count")
 LIST_NAMES = ("items", "results", "data", "records", "entries", "result")

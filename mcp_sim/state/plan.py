@@ -19,6 +19,7 @@ from mcp_sim.state.layout import Layout, escape, properties, schema_at
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
 from mcp_sim.state.pins import Pins, apply_pins, get_pointer
+from mcp_sim.state.sql import Style, answer, is_read, run, statement
 from mcp_sim.state.templates import ListTemplate, WriteTemplate
 from mcp_sim.state.text_ops import edited, line_range
 
@@ -41,6 +42,7 @@ class StatePlan:
     written: dict[str, Any] = field(default_factory=dict)  # the fields its arguments set
     to: Any = None  # move: the record's new key
     cut: str | None = None  # read: the text field this read shows only some lines of
+    dump: list[str] | None = None  # sql: the database after the statement (None: unchanged)
     # The whole answer, when the state says it all: a structured value, or text; `is_error` for not-found.
     answer: Any = None
     complete: bool = False
@@ -72,10 +74,11 @@ class StateChange:
 
 def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
          *, error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str,
-         template: WriteTemplate | ListTemplate | None = None) -> StatePlan | None:
+         template: WriteTemplate | ListTemplate | Style | None = None) -> StatePlan | None:
     """The plan for one call, or None when the state has nothing to say about it (a read with no key).
     TEMPLATE: the answer the tool's examples spell out (see templates), which answers its writes whole."""
-    step = _plan(layout, live, arguments, output_schema, error_texts, seen_keys, world)
+    style = template if isinstance(template, Style) else Style()
+    step = _plan(layout, live, arguments, output_schema, error_texts, seen_keys, world, style)
     if step is not None and not step.complete:
         _use_template(step, template, arguments, output_schema)
     if step is None or output_schema is None or step.complete:
@@ -89,7 +92,7 @@ def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schem
     return step
 
 
-def _use_template(step: StatePlan, template: WriteTemplate | ListTemplate | None, arguments: dict[str, Any],
+def _use_template(step: StatePlan, template: WriteTemplate | ListTemplate | Style | None, arguments: dict[str, Any],
                   output_schema: dict[str, Any] | None) -> None:
     """Answer STEP whole with TEMPLATE when it fits: a write's confirmation in the server's own words, or a
     text list of the keys the state shows (an empty list is left to the model: its words are not known)."""
@@ -97,7 +100,7 @@ def _use_template(step: StatePlan, template: WriteTemplate | ListTemplate | None
         if step.op == "list" and output_schema is None and step.listed:
             step.answer, step.complete = template.fill(step.listed), True
         return
-    if template is None or step.op not in ("create", "update", "delete", "move"):
+    if not isinstance(template, WriteTemplate) or step.op not in ("create", "update", "delete", "move"):
         return
     filled = template.fill(arguments)
     if filled is None or (output_schema is None) != isinstance(filled, str):
@@ -108,10 +111,13 @@ def _use_template(step: StatePlan, template: WriteTemplate | ListTemplate | None
 
 
 def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
-          error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str) -> StatePlan | None:
+          error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str,
+          style: Style) -> StatePlan | None:
     op = layout.effect.op
     if op == "list":
         return _plan_list(layout, live, arguments, output_schema)
+    if op == "sql":
+        return _plan_sql(layout, live, arguments, output_schema, style)
     if op == "create":
         key = arguments.get(layout.argument) if layout.argument else None
         if key is None:
@@ -145,6 +151,24 @@ def _plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_sche
     if op == "delete":
         return _plan_delete(layout, key, record, output_schema)
     return _plan_write(layout, live, arguments, output_schema, key, error_texts)
+
+
+def _plan_sql(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
+              style: Style) -> StatePlan | None:
+    """Run the call's statement on the world's database; the answer when the examples show how it looks."""
+    sql = statement(arguments, layout.effect.sql, layout.argument)
+    if sql is None:
+        return None
+    if layout.effect.readonly and not is_read(sql):
+        return StatePlan(layout)  # the real server refuses a write here, in words only the model can guess
+    database = live.data.get(layout.effect.collection) if isinstance(live.data, dict) else None
+    outcome = run(database if isinstance(database, list) else [], sql)
+    step = StatePlan(layout, dump=outcome.dump)
+    said = answer(outcome, style) if output_schema is None else None
+    if said is not None:
+        step.answer, step.is_error = said
+        step.complete = True
+    return step
 
 
 def _plan_read(layout: Layout, key: Any, record: dict[str, Any] | None,
@@ -289,6 +313,11 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
     if step.op == "list":
         _learn_listed(step, live, structured)
         return None
+    if step.op == "sql":
+        if step.dump is None or is_error:
+            return None
+        live.replace(collection, step.dump)
+        return StateChange(collection, "sql", None, None, None)
     if step.key is None:
         return None
     if is_error or _says_not_found(layout, structured):
