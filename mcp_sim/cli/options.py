@@ -12,6 +12,7 @@ import click
 
 from mcp_sim import defaults
 from mcp_sim.cli_errors import handle_errors as handle_errors  # re-exported: serve.py imports it here
+from mcp_sim.engines.registry import ENGINES, engine_names
 from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
@@ -34,9 +35,8 @@ def engine_options(command: Command) -> Command:
                      help="A registry name (qwen-agentworld-35b-a3b:Q4_K_M), OWNER/REPO:QUANT, "
                      "hf://OWNER/REPO/FILE.gguf, a .gguf in models/, or a path; with --engine openai, "
                      "the name the server serves. Default: the bundled SmolLM2-135M-Instruct Q4_1."),
-        click.option("--engine", type=click.Choice(["llama", "openai"]), default="llama", show_default=True,
-                     help="llama: run the GGUF in-process; openai: an OpenAI-compatible server at "
-                     "--base-url."),
+        click.option("--engine", type=click.Choice(engine_names()), default=defaults.ENGINE, show_default=True,
+                     help="; ".join(f"{kind.name}: {kind.summary}" for kind in ENGINES.values()) + "."),
         click.option("--base-url", default=None,
                      help="The OpenAI-compatible API root, e.g. http://gpu-box:8000/v1 (--engine openai)."),
         click.option("--api-key-env", default=defaults.OPENAI_API_KEY_ENV, show_default=True,
