@@ -19,9 +19,10 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_sim.cli import cli
 from mcp_sim.engines.base import Generation, GenerationRequest
-from mcp_sim.errors import ProtocolFault, SpecError
-from mcp_sim.rehearsal.fault_effects import injections, model_error_instruction
+from mcp_sim.errors import SpecError
+from mcp_sim.rehearsal.fault_effects import injections
 from mcp_sim.rehearsal.fault_hook import FaultInjector, plan_rules
+from mcp_sim.rehearsal.fault_kinds import Error
 from mcp_sim.rehearsal.faults import AFTER_MODEL, BEFORE_MODEL, FaultFileError
 from mcp_sim.rehearsal.ledger import LedgerError, read_ledger
 from mcp_sim.rehearsal.setup import RehearsalSettings, attach
@@ -103,12 +104,9 @@ def fired_calls(simulator: Simulator, kind: str, calls: int) -> dict[int, dict[s
     """The calls (1-based) of restart_service on which a fault of KIND was applied, with its label."""
     fired = {}
     for number in range(1, calls + 1):
-        try:
-            result = simulator.simulate(*RESTART, world="w")
-        except ProtocolFault as exc:  # no result to carry a label: the ledger and the log name it
-            assert (exc.code, exc.message) == (-32000, "gone")
-            fired[number] = {"kind": kind, "call": number}
-            continue
+        result = simulator.simulate(*RESTART, world="w")
+        if result.protocol_error is not None:  # the client gets a JSON-RPC error; the result still names it
+            assert (result.protocol_error.code, result.protocol_error.message) == (-32000, "gone")
         labels = faults_of(result)
         assert [entry["kind"] for entry in labels] in ([], [kind]), labels
         if labels:
@@ -279,7 +277,7 @@ async def test_an_error_without_a_message_is_written_by_the_world_model(tmp_path
     assert written.is_error and written.content[0].text == WORLD_ERROR  # type: ignore[union-attr]
     assert faults_of(written)[0]["written_by"] == "model" and written.meta[META_KEY]["simulated_error"]  # type: ignore[index]
     first, second = simulator.engine.requests  # type: ignore[attr-defined]
-    instruction = model_error_instruction(simulator.catalog.tools["restart_service"])
+    instruction = Error.instruction("restart_service")
     assert first.messages[-1].content.endswith(instruction) and first.json_schema["required"] == ["error"]
     assert instruction not in second.messages[-1].content  # the instruction was for that call only
     assert second.messages[-2].content == json.dumps({"error": WORLD_ERROR}) and not after.is_error

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_sim.cli import cli
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.rehearsal.fault_effects import model_error_instruction
+from mcp_sim.rehearsal.fault_kinds import Error
 from mcp_sim.rehearsal.ledger import read_ledger
 from mcp_sim.rehearsal.setup import RehearsalSettings, attach
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
@@ -42,7 +42,7 @@ def test_the_world_model_writes_a_failure_for_the_call_and_the_world_remembers_i
     attach(simulator, RehearsalSettings(faults=rules_file(tmp_path, {"tool": "restart_service", "kind": "error",
                                                                      "nth": 1})))
     failed = simulator.simulate("restart_service", {"service": "worker"}, world="bad")
-    instruction = model_error_instruction(simulator.catalog.tools["restart_service"])
+    instruction = Error.instruction("restart_service")
     assert failed.is_error and failed.structured is None
     assert failed.text.strip() and failed.text not in instruction and "<" not in failed.text, failed.text
     fault = failed.meta[META_KEY]["faults"][0]

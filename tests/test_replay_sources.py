@@ -17,7 +17,7 @@ from mcp_sim.cli import cli
 from mcp_sim.rehearsal.cache import ResponseCache
 from mcp_sim.rehearsal.replay_setup import REPLAY_ENGINE_NAME
 from mcp_sim.rehearsal.setup import RehearsalSettings, attach
-from mcp_sim.rehearsal.sources import FAULT_META, result_bytes
+from mcp_sim.rehearsal.sources import result_bytes
 from mcp_sim.server import to_call_tool_result
 from mcp_sim.simulator import META_KEY, SimOptions, SimulationResult, Simulator
 from mcp_sim.specs import load_catalog
@@ -178,7 +178,7 @@ class MarkedFault:
         return None
 
     def after(self, call: object, result: SimulationResult) -> SimulationResult:
-        result.meta[FAULT_META] = "slow"
+        result.simulation.faults.append({"kind": "latency"})
         return result
 
 

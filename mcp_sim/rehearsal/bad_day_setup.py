@@ -17,7 +17,6 @@ def attach_bad_day(simulator: Simulator, settings: RehearsalSettings) -> None:
     recorder = LedgerRecorder(Ledger(settings.ledger)) if settings.ledger is not None else None
     if recorder is not None:
         simulator.observers.append(recorder)
-    injector = fault_injector(simulator.catalog, simulator.model, settings.faults, simulator.options.seed,
-                              witness=recorder)
+    injector = fault_injector(simulator.catalog, simulator.model, settings.faults, simulator.options.seed)
     if injector is not None:
         simulator.faults = injector
