@@ -274,7 +274,8 @@ class _ErrorMappingStream:
 
     def __enter__(self) -> httpx.Response:
         try:
-            return self._inner.__enter__()
+            response: httpx.Response = self._inner.__enter__()
+            return response
         except httpx.HTTPError as exc:
             raise self._engine._transport_error(exc) from None
 
