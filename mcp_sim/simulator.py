@@ -73,7 +73,7 @@ class Simulator:
     def __init__(self, catalog: Catalog, engine: Engine, options: SimOptions | None = None,
                  worlds: Worlds | None = None, *, sources: Sequence[AnswerSource] = (),
                  observers: Sequence[CallObserver] = (), faults: FaultHook | None = None,
-                 replay_only: bool = False):
+                 replay_only: bool = False, model: ModelAnswerer | None = None):
         self.catalog = catalog
         self.engine = engine
         self.options = options or SimOptions()
@@ -82,7 +82,8 @@ class Simulator:
         self.observers = list(observers)
         self.faults = faults
         self.replay_only = replay_only
-        self.model = ModelAnswerer(engine, self.options, self.worlds)
+        # The model's answerer; built first by whoever gives the fault hook one (mcp_sim.app).
+        self.model = model or ModelAnswerer(engine, self.options, self.worlds)
         # Each tool's effect on its world's live data (x-sim.state, or inferred from its name).
         self.state = StateBook(catalog.spec_sets)
         self._tools = catalog.tools

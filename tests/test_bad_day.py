@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcp_sim.app import assemble
 from mcp_sim.cli import cli
 from mcp_sim.engines.base import Generation, GenerationRequest
 from mcp_sim.errors import SpecError
@@ -25,7 +26,7 @@ from mcp_sim.rehearsal.fault_hook import FaultInjector, plan_rules
 from mcp_sim.rehearsal.fault_kinds import Error
 from mcp_sim.rehearsal.faults import AFTER_MODEL, BEFORE_MODEL, FaultFileError
 from mcp_sim.rehearsal.ledger import LedgerError, read_ledger
-from mcp_sim.rehearsal.setup import RehearsalSettings, attach
+from mcp_sim.rehearsal.setup import RehearsalSettings
 from mcp_sim.server import create_server
 from mcp_sim.simulator import META_KEY, SimOptions, SimulationResult, Simulator
 from mcp_sim.specs import load_catalog, validation_error
@@ -83,10 +84,9 @@ def rules_file(tmp_path: Path, *rules: dict[str, Any]) -> Path:
 def bad_day(tmp_path: Path, *rules: dict[str, Any], specs: tuple[Path, ...] = (OPS,), seed: int = 7,
             ledger: bool = False) -> Simulator:
     """A simulator over SPECS with the rehearsal options a user would give: --faults, --ledger, --seed."""
-    simulator = Simulator(load_catalog(list(specs)), WorldEngine(), SimOptions(seed=seed, attempts=1))
-    attach(simulator, RehearsalSettings(faults=rules_file(tmp_path, *rules) if rules else None,
-                                        ledger=tmp_path / "ledger.jsonl" if ledger else None))
-    return simulator
+    return assemble(load_catalog(list(specs)), WorldEngine(), SimOptions(seed=seed, attempts=1),
+                    rehearsal=RehearsalSettings(faults=rules_file(tmp_path, *rules) if rules else None,
+                                                ledger=tmp_path / "ledger.jsonl" if ledger else None))
 
 
 def faults_of(result: SimulationResult | types.CallToolResult) -> list[dict[str, Any]]:
@@ -295,8 +295,7 @@ def ops_with_spec_faults(tmp_path: Path, faults: Any) -> Path:
 
 def test_x_sim_faults_in_a_spec_fire_with_a_pointer_into_the_spec(tmp_path: Path) -> None:
     spec = ops_with_spec_faults(tmp_path, [{"kind": "rate_limit", "nth": 1, "retry_after": 9}])
-    simulator = Simulator(load_catalog([spec]), WorldEngine(), SimOptions(attempts=1))
-    attach(simulator, RehearsalSettings())
+    simulator = assemble(load_catalog([spec]), WorldEngine(), SimOptions(attempts=1))
     limited = simulator.simulate(*RESTART)
     assert limited.is_error and faults_of(limited)[0]["source"] == f"{spec}#/tools/0/x-sim/faults/0"
     assert not simulator.simulate(*RESTART).is_error
@@ -333,9 +332,8 @@ def test_the_shipped_outage_loads_against_ops(tmp_path: Path) -> None:
 def test_an_unwritable_ledger_is_refused_at_startup(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    simulator = Simulator(load_catalog([OPS]), WorldEngine())
     with pytest.raises(LedgerError, match=r"cannot write the ledger .*pick a writable file with --ledger"):
-        attach(simulator, RehearsalSettings(ledger=blocker / "ledger.jsonl"))
+        assemble(load_catalog([OPS]), WorldEngine(), rehearsal=RehearsalSettings(ledger=blocker / "ledger.jsonl"))
 
 
 def test_call_refuses_a_bad_rule_file_with_its_pointer_before_the_model_loads(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from mcp_sim.app import assemble
 from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.engines.kind import OK, Check, ModelChoice, SummaryFor
 from mcp_sim.engines.llama import LlamaEngine
@@ -18,9 +19,7 @@ from mcp_sim.errors import McpSimError
 from mcp_sim.models.bundled import default_model_path
 from mcp_sim.models.doctor import diagnose
 from mcp_sim.models.settings import build_engine, prepare
-from mcp_sim.rehearsal.replay_setup import attach_replay
 from mcp_sim.rehearsal.settings import RehearsalSettings
-from mcp_sim.simulator import Simulator
 from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 
@@ -85,8 +84,8 @@ def test_a_registered_kind_is_built_diagnosed_and_keyed_like_the_built_in_ones(t
     assert isinstance(prepared.engine, EchoEngine)
     checks = diagnose(EngineSettings(engine="echo", ctx=4096))
     assert [c.name for c in checks] == ["python", "echo"] and "context 4096" in checks[1].detail
-    simulator = Simulator(load_catalog([str(SPECS / "weather.yaml")]), prepared.engine, prepared.options)
-    attach_replay(simulator, RehearsalSettings(cache=tmp_path / "cache.sqlite3"))
+    simulator = assemble(load_catalog([str(SPECS / "weather.yaml")]), prepared.engine, prepared.options,
+                         rehearsal=RehearsalSettings(cache=tmp_path / "cache.sqlite3"))
     assert simulator.sources, "the cache was attached, keyed by the engine's identity"
 
 

@@ -13,10 +13,11 @@ import yaml
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcp_sim.app import assemble
 from mcp_sim.calls import Call
 from mcp_sim.engines.base import Generation, GenerationRequest
 from mcp_sim.errors import EngineError
-from mcp_sim.rehearsal.setup import RehearsalSettings, attach
+from mcp_sim.rehearsal.setup import RehearsalSettings
 from mcp_sim.result import META_KEY, SimulationResult
 from mcp_sim.server import create_server
 from mcp_sim.simulator import SimOptions, Simulator
@@ -44,13 +45,13 @@ class BrokenEngine(ScriptedEngine):
 
 
 def with_faults(tmp_path: Path, engine: ScriptedEngine, *rules: dict[str, Any]) -> tuple[Simulator, Watcher]:
-    simulator = Simulator(load_catalog([FILES]), engine, SimOptions(attempts=1))
+    path = None
     if rules:
         path = tmp_path / "faults.yaml"
         path.write_text(yaml.safe_dump({"faults": list(rules)}), encoding="utf-8")
-        attach(simulator, RehearsalSettings(faults=path))
     watcher = Watcher()
-    simulator.observers.append(watcher)
+    simulator = assemble(load_catalog([FILES]), engine, SimOptions(attempts=1),
+                         rehearsal=RehearsalSettings(faults=path), observers=[watcher])
     return simulator, watcher
 
 

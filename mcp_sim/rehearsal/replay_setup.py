@@ -13,6 +13,7 @@ from mcp_sim.models.settings import Prepared, sim_options
 from mcp_sim.rehearsal.cache import ResponseCache, json_digest
 from mcp_sim.rehearsal.cassettes import Cassette
 from mcp_sim.rehearsal.fixtures import FixtureSet
+from mcp_sim.rehearsal.parts import RehearsalParts
 from mcp_sim.rehearsal.replay_engine import ReplayOnlyEngine
 from mcp_sim.rehearsal.settings import RehearsalSettings
 from mcp_sim.rehearsal.sources import (
@@ -23,7 +24,8 @@ from mcp_sim.rehearsal.sources import (
     FixtureSource,
     options_digest,
 )
-from mcp_sim.simulator import Simulator
+from mcp_sim.simulator import SimOptions
+from mcp_sim.specs import Catalog
 
 logger = logging.getLogger(__name__)
 
@@ -37,28 +39,29 @@ def never_asks_model(settings: RehearsalSettings) -> bool:
     return settings.replay_only or settings.strict
 
 
-def attach_replay(simulator: Simulator, settings: RehearsalSettings) -> None:
-    """Add the fixture, cassette and cache sources (and the cache's recorder) that SETTINGS ask for."""
-    fixtures = FixtureSet(fixture for tool in simulator.catalog.tools.values() for fixture in tool.fixtures)
+def replay_parts(catalog: Catalog, engine: Engine, options: SimOptions, settings: RehearsalSettings,
+                 parts: RehearsalParts) -> None:
+    """Add to PARTS the fixture, cassette and cache sources (and the cache's recorder) that SETTINGS ask for."""
+    fixtures = FixtureSet(fixture for tool in catalog.tools.values() for fixture in tool.fixtures)
     if len(fixtures):
-        simulator.sources.append(FixtureSource(fixtures))
+        parts.sources.append(FixtureSource(fixtures))
     if settings.replay:
-        simulator.sources.append(CassetteSource(Cassette.load(settings.replay)))
+        parts.sources.append(CassetteSource(Cassette.load(settings.replay)))
     if settings.cache is not None:
-        _attach_cache(simulator, settings, settings.cache)
-    simulator.replay_only = simulator.replay_only or never_asks_model(settings)
+        _cache_parts(engine, options, settings, settings.cache, parts)
+    parts.replay_only = parts.replay_only or never_asks_model(settings)
 
 
-def _attach_cache(simulator: Simulator, settings: RehearsalSettings, path: Path) -> None:
+def _cache_parts(engine: Engine, options: SimOptions, settings: RehearsalSettings, path: Path,
+                 parts: RehearsalParts) -> None:
     replaying = never_asks_model(settings)
     # A replay only reads: a mistyped path is an error, not a new empty cache that misses every call.
     cache = ResponseCache(path, create=not replaying)
     model_name = settings.model or DEFAULT_MODEL_NAME
-    keys = CacheKeys(_model_hash(simulator.engine, cache, model_name),
-                     options_digest(simulator.options, simulator.engine.context_size))
-    simulator.sources.append(CacheSource(cache, keys))
+    keys = CacheKeys(_model_hash(engine, cache, model_name), options_digest(options, engine.context_size))
+    parts.sources.append(CacheSource(cache, keys))
     if not replaying:
-        simulator.observers.append(CacheRecorder(cache, keys, model_name))
+        parts.observers.append(CacheRecorder(cache, keys, model_name))
 
 
 def _model_hash(engine: Engine, cache: ResponseCache, model_name: str) -> str | None:
