@@ -25,7 +25,8 @@ from mcp import Client
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mcp_sim.rehearsal.setup import RehearsalSettings, attach  # noqa: E402
+from mcp_sim.app import assemble  # noqa: E402
+from mcp_sim.rehearsal.setup import RehearsalSettings  # noqa: E402
 from mcp_sim.server import create_server  # noqa: E402
 from mcp_sim.simulator import META_KEY, Simulator  # noqa: E402
 from mcp_sim.specs import load_catalog  # noqa: E402
@@ -44,9 +45,7 @@ def answer(name: str) -> str:
 
 
 def simulator(cache: Path, engine: ScriptedEngine, replay_only: bool) -> Simulator:
-    sim = Simulator(load_catalog([SPEC]), engine)
-    attach(sim, RehearsalSettings(cache=cache, replay_only=replay_only))
-    return sim
+    return assemble(load_catalog([SPEC]), engine, rehearsal=RehearsalSettings(cache=cache, replay_only=replay_only))
 
 
 def record(cache: Path, worlds: int, calls: int) -> None:

@@ -335,8 +335,8 @@ def concurrency_section(concurrency: dict[int, dict[int, dict[str, float]]]) -> 
 
 
 def kv_per_slot_mb() -> float:
+    from mcp_sim.engines.llama.doctor import kv_cache_bytes
     from mcp_sim.engines.llama.gguf import read_metadata
-    from mcp_sim.models.doctor import kv_cache_bytes
 
     return (kv_cache_bytes(read_metadata(default_model_path()), HTTP_CTX) or 0) / 1024**2
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import replace
 
-from mcp_sim.calls import SimulationResult
+from mcp_sim.result import SimulationMeta, SimulationResult
 
 
 class Deadline:
@@ -43,10 +43,11 @@ def deadline(seconds: float, cancel: threading.Event) -> Iterator[Deadline]:
         timer.cancel()
 
 
-def timed_out(tool: str, limit: Deadline, meta: dict[str, Any]) -> SimulationResult:
-    """The isError a client gets for a call stopped by the limit (`meta`: the stopped answer's fields of
-    _meta["mcp-sim/simulation"]); the world's history keeps nothing of it."""
+def timed_out(tool: str, limit: Deadline, stopped: SimulationMeta) -> SimulationResult:
+    """The isError a client gets for a call stopped by the limit (`stopped`: what the stopped answer had
+    said of itself); the world's history keeps nothing of it."""
+    meta = replace(stopped, stage="timeout", details={**stopped.details, "call_timeout_s": limit.seconds})
     return SimulationResult(
         f"The simulation of '{tool}' was stopped after the call timeout of {limit.seconds:g} s (--call-timeout); "
         "nothing was executed. Raise --call-timeout, lower --max-tokens, or use a faster model.",
-        is_error=True, meta={**meta, "stage": "timeout", "call_timeout_s": limit.seconds})
+        is_error=True, simulation=meta)

@@ -6,6 +6,7 @@ Precedence where it matters: a flag when given, else the model's manifest, else 
 from __future__ import annotations
 
 # The model and its context.
+ENGINE = "llama"  # --engine: a name in mcp_sim/engines/registry.py
 CTX = 8192
 STATE_CACHE_MB = 1024  # memory per model instance for saved session states (prefix reuse)
 PARALLEL = 1

@@ -50,12 +50,3 @@ class RegistryError(McpSimError):
         self.problems = problems
         listing = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"{len(problems)} problem(s) in the model manifests:\n{listing}")
-
-
-class ProtocolFault(McpSimError):
-    """An injected `protocol_error` fault: the server answers the call with this JSON-RPC error."""
-
-    def __init__(self, code: int, message: str):
-        self.code = code
-        self.message = message
-        super().__init__(f"JSON-RPC error {code}: {message} (an injected protocol_error fault)")

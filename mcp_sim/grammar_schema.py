@@ -45,7 +45,8 @@ FORMAT_PATTERNS = {
 def prepare_for_grammar(schema: dict[str, Any], max_string: int = defaults.MAX_STRING,
                         max_items: int = defaults.MAX_ITEMS) -> dict[str, Any]:
     defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
-    return _prepare(copy.deepcopy(schema), defs, max_string, max_items, depth=0, root=True)
+    prepared: dict[str, Any] = _prepare(copy.deepcopy(schema), defs, max_string, max_items, depth=0, root=True)
+    return prepared
 
 
 def _prepare(node: Any, defs: dict[str, Any], max_string: int, max_items: int, depth: int,

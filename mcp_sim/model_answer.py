@@ -24,6 +24,7 @@ from mcp_sim.prompt import (
     prompt_action,
     render_error,
 )
+from mcp_sim.result import SimulationMeta
 from mcp_sim.specs import ToolSpec, validation_error
 from mcp_sim.state.pins import Pins, apply_pins, pin_schema
 from mcp_sim.worlds import Worlds
@@ -100,10 +101,10 @@ class ModelAnswerer:
                 break
         if message is None:
             return None
-        meta = {"simulated_error": True, "dropped_turns": dropped, "prompt_tokens": generation.prompt_tokens,
-                "completion_tokens": spent, "attempts": number + 1,
-                "model_ms": round((time.perf_counter() - started) * 1000, 1)}
-        return SimulationResult(message, is_error=True, meta=meta,
+        meta = SimulationMeta(simulated_error=True, details={
+            "dropped_turns": dropped, "prompt_tokens": generation.prompt_tokens, "completion_tokens": spent,
+            "attempts": number + 1, "model_ms": round((time.perf_counter() - started) * 1000, 1)})
+        return SimulationResult(message, is_error=True, simulation=meta,
                                 observation=render_error(message, call.tool.output_schema is not None))
 
     def _failure_request(self, call: Call, messages: list[ChatMessage], length: int,
@@ -117,14 +118,16 @@ class ModelAnswerer:
             cache_key=f"{call.world.name}|{call.source}", think=opts.think, think_budget=opts.think_budget,
             cancel=call.cancel)
 
-    def _result(self, tool: ToolSpec, attempt: _Attempt, meta: dict[str, Any]) -> SimulationResult:
+    def _result(self, tool: ToolSpec, attempt: _Attempt, details: dict[str, Any]) -> SimulationResult:
         if attempt.problem is not None:
             return SimulationResult(self._failure_text(tool, attempt), is_error=True,
-                                    meta={"stage": "output", **meta})
+                                    simulation=SimulationMeta(stage="output", details=details))
         if attempt.tool_error:
-            return SimulationResult(attempt.text, is_error=True, meta={"simulated_error": True, **meta},
+            return SimulationResult(attempt.text, is_error=True,
+                                    simulation=SimulationMeta(simulated_error=True, details=details),
                                     observation=render_error(attempt.text, tool.output_schema is not None))
-        return SimulationResult(attempt.text, attempt.structured, meta=meta, observation=attempt.text)
+        return SimulationResult(attempt.text, attempt.structured, simulation=SimulationMeta(details=details),
+                                observation=attempt.text)
 
     def _failure_text(self, tool: ToolSpec, attempt: _Attempt) -> str:
         if attempt.generation.finish_reason == "cancelled":

@@ -129,8 +129,7 @@ class McpSim:
         from mcp_sim.server import create_server
 
         simulator = await anyio.to_thread.run_sync(
-            lambda: _build(specs, rehearsal, fixtures, scenario, engine))
-        simulator.observers.append(self.journal)
+            lambda: _build(specs, rehearsal, fixtures, scenario, engine, self.journal))
         try:
             async with _client(create_server(simulator), world) as client:
                 yield client
@@ -140,15 +139,17 @@ class McpSim:
 
 
 def _build(specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dict[str, Any]]],
-           scenario: str | None, engine: dict[str, Any]) -> Simulator:
-    from mcp_sim import defaults
-    from mcp_sim.cli.options import build_simulator, build_worlds
+           scenario: str | None, engine: dict[str, Any], journal: Journal) -> Simulator:
+    from mcp_sim import app, defaults
+    from mcp_sim.cli.options import build_worlds
+    from mcp_sim.engines.settings import EngineSettings
     from mcp_sim.specs import load_catalog
 
     catalog = load_catalog(specs)
     _add_fixtures(catalog.tools, fixtures)
     worlds = build_worlds(catalog, scenario, None, defaults.MAX_WORLDS)
-    return build_simulator(catalog, worlds, rehearsal, **engine)
+    settings = app.AppSettings(EngineSettings(**engine), rehearsal, observers=[journal])
+    return app.build_simulator(catalog, settings, worlds)
 
 
 def _add_fixtures(tools: dict[str, Any], fixtures: dict[str, list[dict[str, Any]]]) -> None:

@@ -1,31 +1,31 @@
 """The MCP handlers for the specs' resources, resource templates and prompts, and the optional `sim://world`.
 
 Prompts, resources with content and template reads a fixture answers are served as written; every other read
-is a call in the caller's world, answered by the simulator (Simulator.read_resource) under the same scheduler
-as tools/call. The handlers are there even when the specs declare none (empty lists): a simulated server has
-every feature a real one may have.
+is a call in the caller's world, taking the path tools/call takes (mcp_sim.call_path: warm-up, the world's turn,
+progress, cancellation, an injected protocol error as that JSON-RPC error). The handlers are there even when
+the specs declare none (empty lists): a simulated server has every feature a real one may have.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-import anyio.to_thread
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.calls import META_KEY, SimulationResult
-from mcp_sim.errors import BusyError, McpSimError
-from mcp_sim.resource_reads import UnknownResourceError, read_target
+from mcp_sim.call_path import answer_in_world
+from mcp_sim.calls import SimulationResult
+from mcp_sim.resource_reads import UnknownResourceError, read_target, read_tool
 from mcp_sim.resources import ResourceSpec, Surface, TemplateSpec, find_prompt, prompt_problem
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.simulator import Simulator
+
+if TYPE_CHECKING:
+    from mcp_sim.warmup import Warmup
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +38,10 @@ RESOURCE_NOT_FOUND = types.INVALID_PARAMS
 
 
 def surface_handlers(simulator: Simulator, world_of: WorldOf, scheduler: FairScheduler,
-                     expose_world: bool = False) -> dict[str, Any]:
+                     expose_world: bool = False, warmup: Warmup | None = None) -> dict[str, Any]:
     """The `on_*` keyword arguments of the low-level Server for what the specs declare besides tools."""
     surfaces = [spec_set.surface for spec_set in simulator.catalog.spec_sets]
-    return {**_resource_handlers(simulator, surfaces, world_of, scheduler, expose_world),
+    return {**_resource_handlers(simulator, surfaces, world_of, scheduler, expose_world, warmup),
             **_prompt_handlers(surfaces)}
 
 
@@ -55,7 +55,7 @@ def written_uri(simulator: Simulator, uri: str) -> bool:
 
 
 def _resource_handlers(simulator: Simulator, surfaces: list[Surface], world_of: WorldOf,
-                       scheduler: FairScheduler, expose_world: bool) -> dict[str, Any]:
+                       scheduler: FairScheduler, expose_world: bool, warmup: Warmup | None) -> dict[str, Any]:
     resources = [types.Resource.model_validate(r.declared) for s in surfaces for r in s.resources]
     if expose_world:
         resources.append(WORLD_RESOURCE)
@@ -84,7 +84,10 @@ def _resource_handlers(simulator: Simulator, surfaces: list[Surface], world_of: 
         if written is not None:
             return types.ReadResourceResult(contents=[written])
         world, scenario = world_of(ctx)
-        result = await _read_in_world(simulator, scheduler, uri, world, scenario)
+        result = await answer_in_world(simulator, read_tool(simulator.catalog, uri), {"uri": uri}, world, scenario,
+                                       send_progress=ctx.session.report_progress, label=f"read {uri}",
+                                       scheduler=scheduler, warmup=warmup)
+        _raise_unless_content(result, uri)
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type=target.mime_type, text=result.text)], _meta=result.meta)
 
@@ -98,32 +101,14 @@ def _written_contents(resource: ResourceSpec) -> types.TextResourceContents | ty
     return types.TextResourceContents(uri=resource.uri, mime_type=resource.mime_type, text=resource.text or "")
 
 
-async def _read_in_world(simulator: Simulator, scheduler: FairScheduler, uri: str, world: str,
-                         scenario: str | None) -> SimulationResult:
-    """The model's answer to the read, in the world's turn; an answer that is no content is a JSON-RPC error
-    (a read has no isError result): a simulated failure as not found, the rest as internal errors."""
-    cancel = threading.Event()
-
-    def run() -> SimulationResult:
-        return simulator.read_resource(uri, world, cancel=cancel, scenario=scenario)
-
-    try:
-        async with scheduler.slot(world):
-            result = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-    except BusyError as exc:
-        raise MCPError(types.INTERNAL_ERROR, str(exc), {"uri": uri}) from None
-    except McpSimError as exc:
-        logger.error("simulated read of %s failed: %s", uri, exc)
-        raise MCPError(types.INTERNAL_ERROR, f"Simulation failed: {exc}", {"uri": uri}) from None
-    except anyio.get_cancelled_exc_class():
-        cancel.set()
-        raise
-    if result.is_error:
-        simulated = result.meta.get(META_KEY, {})
-        code = RESOURCE_NOT_FOUND if simulated.get("simulated_error") or simulated.get("stage") == "world" \
-            else types.INTERNAL_ERROR
-        raise MCPError(code, result.text, {"uri": uri, **result.meta})
-    return result
+def _raise_unless_content(result: SimulationResult, uri: str) -> None:
+    """A read has no isError result: an answer that is no content is a JSON-RPC error, a simulated failure (or
+    an unknown world) as not found, the rest (a full queue, a failed engine) as internal errors."""
+    if not result.is_error:
+        return
+    simulation = result.simulation
+    code = RESOURCE_NOT_FOUND if simulation.simulated_error or simulation.stage == "world" else types.INTERNAL_ERROR
+    raise MCPError(code, result.text, {"uri": uri, **result.meta})
 
 
 def _prompt_handlers(surfaces: list[Surface]) -> dict[str, Any]:

@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import anyio.from_thread
-import anyio.to_thread
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -36,12 +30,12 @@ from mcp_sim.call_interactions import (
     send_notifications,
     shaped,
 )
+from mcp_sim.call_path import answer_in_world
 from mcp_sim.content import content_text
-from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
 from mcp_sim.resource_server import surface_handlers, written_uri
 from mcp_sim.scheduler import FairScheduler
 from mcp_sim.server_features import Subscriptions, completion_handler, logging_handler
-from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
+from mcp_sim.simulator import SimulationResult, Simulator, UnknownToolError
 from mcp_sim.specs import ToolSpec
 from mcp_sim.worlds.routing import choose_world
 
@@ -58,9 +52,6 @@ SESSION_META_KEY = "mcp-sim/session"  # the older name of the same key, still ho
 SCENARIO_META_KEY = "mcp-sim/scenario"
 INSTRUCTIONS = ("Every tool of this server is SIMULATED by a language world model: nothing is executed and "
                 "no real system is touched. Results carry _meta['mcp-sim/simulation'].simulated = true.")
-PROGRESS_INTERVAL_S = 0.25
-# With no other progress for this long, a call that asked for progress is told the server still works on it.
-HEARTBEAT_S = 5.0
 
 
 def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
@@ -96,27 +87,18 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
         except UnknownToolError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         interactions = tool.interactions
-        progress = ProgressChannel(ctx.session.report_progress, params.name)
         try:
             # Before the answer, as a real tool would: ask the client, then report while "working".
             client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses,
                                       params.request_state) if interactions.asks_client else None
             await send_notifications(ctx, interactions.notifications, levels)
-            # A call waits for the model and its own spec's system prompt, never for the other specs'.
-            warm = nullcontext() if warmup is None else warmup.call(_spec_source(tool), progress)
-            async with progress.heartbeat(), warm, scheduler.slot(world):
-                result = await _simulate_off_loop(simulator, progress, params, world, scenario, client)
+            result = await answer_in_world(simulator, tool, params.arguments, world, scenario,
+                                           send_progress=ctx.session.report_progress, label=params.name,
+                                           scheduler=scheduler, warmup=warmup, client=client)
         except InputRequired as needed:  # stateless: the client answers the requests and calls again
             return needed.result
         except ClientRefused as exc:
-            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": "client",
-                                                                               "world": world}})
-        except ProtocolFault as exc:  # an injected fault: the client gets the JSON-RPC error it asked for
-            raise MCPError(exc.code, exc.message) from None
-        except (BusyError, EngineError) as exc:
-            stage = "queue" if isinstance(exc, BusyError) else "engine"
-            result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": stage,
-                                                                               "world": world}})
+            result = simulator.refused(str(exc), "client", world)
         result = shaped(result, interactions)
         if result.observation is not None and not result.is_error:
             await subscriptions.changed(world, tool, lambda uri: written_uri(simulator, uri))
@@ -126,7 +108,7 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
     def world_of(ctx: RequestContext) -> tuple[str, str | None]:
         return request_world(ctx, world_scope)
 
-    handlers = surface_handlers(simulator, world_of, scheduler, expose_world)
+    handlers = surface_handlers(simulator, world_of, scheduler, expose_world, warmup)
     # A simulated server has every feature a real one may have, so any client can be rehearsed against it.
     handlers.update(logging_handler(levels),
                     **completion_handler(simulator.catalog,
@@ -157,10 +139,6 @@ def tool_pages(specs: Iterable[ToolSpec]) -> dict[str, int]:
     return pages
 
 
-def _spec_source(tool: ToolSpec) -> str:
-    return tool.spec_set.source if tool.spec_set is not None else ""
-
-
 def request_world(ctx: RequestContext, world_scope: str) -> tuple[str, str | None]:
     """The world (and the scenario for a new one) that the request names, or that its transport implies."""
     query = getattr(ctx.request, "query_params", None) or {}
@@ -179,89 +157,6 @@ def transport_session_id(ctx: RequestContext) -> str | None:
     """The `Mcp-Session-Id` of a 2025-11-25 HTTP session, else None (stdio, stateless HTTP)."""
     session_id = getattr(connection_of(ctx), "session_id", None)
     return str(session_id) if session_id else None
-
-
-class ProgressChannel:
-    """A call's progress notifications: always increasing (MCP requires it, across waiting and decoding), and
-    a heartbeat while nothing else reports (waiting for a turn, reading the prompt), so that clients which
-    reset their timeout on progress (the MCP Inspector, the TypeScript SDK) keep waiting."""
-
-    def __init__(self, send: Callable[[float, float | None, str | None], Awaitable[None]], tool: str):
-        self._send = send
-        self._tool = tool
-        self._last = 0.0
-        self._stamp = time.monotonic()
-
-    async def __call__(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        self._last = max(progress, self._last + 1)
-        self._stamp = time.monotonic()
-        try:
-            await self._send(self._last, total, message)
-        except Exception:  # progress is best effort; never fail a call for it
-            logger.debug("progress report failed", exc_info=True)
-
-    @asynccontextmanager
-    async def heartbeat(self) -> AsyncIterator[None]:
-        failure: BaseException | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._beat)
-            try:
-                yield
-            except BaseException as exc:  # re-raised below as itself, not wrapped in the group's ExceptionGroup
-                failure = exc
-            finally:
-                group.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-
-    async def _beat(self) -> None:
-        while True:
-            await anyio.sleep(HEARTBEAT_S)
-            if time.monotonic() - self._stamp >= HEARTBEAT_S:
-                await self(self._last, None, f"{self._tool}: still working")
-
-
-async def _simulate_off_loop(simulator: Simulator, progress: ProgressChannel, params: types.CallToolRequestParams,
-                             world: str, scenario: str | None,
-                             client: dict[str, Any] | None = None) -> SimulationResult:
-    """Run the blocking model call in a worker thread; report progress; stop decoding when cancelled."""
-    cancel = threading.Event()
-    last_report = [0.0]
-
-    def on_progress(tokens: int, budget: int) -> None:
-        now = time.monotonic()
-        if now - last_report[0] < PROGRESS_INTERVAL_S:
-            return
-        last_report[0] = now
-        try:
-            anyio.from_thread.run(progress, float(tokens), float(budget), f"simulating {params.name}: {tokens} tokens")
-        except Exception:  # progress is best effort; never fail a call for it
-            logger.debug("progress report failed", exc_info=True)
-
-    def run() -> SimulationResult:
-        try:
-            return simulator.simulate(params.name, params.arguments, world, on_progress=on_progress,
-                                      cancel=cancel, scenario=scenario, client=client)
-        except ProtocolFault:
-            raise
-        except McpSimError as exc:
-            logger.error("simulation of %s failed: %s", params.name, exc)
-            return _engine_failure(f"Simulation failed: {exc}", world)
-        except Exception as exc:  # a bug or a crashed engine: this call fails, the server and the others go on
-            logger.exception("simulation of %s failed unexpectedly", params.name)
-            return _engine_failure(f"Simulation failed: internal error ({type(exc).__name__}: {exc}); nothing was "
-                                   "executed. The server log has the traceback.", world)
-
-    try:
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        cancel.set()
-        raise
-
-
-def _engine_failure(message: str, world: str) -> SimulationResult:
-    return SimulationResult(message, is_error=True, meta={META_KEY: {"simulated": True, "stage": "engine",
-                                                                    "world": world}})
 
 
 def to_call_tool_result(result: SimulationResult) -> types.CallToolResult:

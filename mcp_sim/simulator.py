@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mcp_sim import defaults
@@ -19,6 +19,7 @@ from mcp_sim.errors import McpSimError
 from mcp_sim.model_answer import ModelAnswerer
 from mcp_sim.prompt import Turn, render_action, render_error, system_prompt
 from mcp_sim.resource_reads import read_tool
+from mcp_sim.result import SimulationMeta, failure
 from mcp_sim.specs import Catalog, SpecSet, ToolSpec, validation_error
 from mcp_sim.state.book import StateBook
 from mcp_sim.state.live import LiveData
@@ -26,7 +27,7 @@ from mcp_sim.state.plan import StatePlan
 from mcp_sim.worlds import DEFAULT_WORLD, World, Worlds
 from mcp_sim.worlds.world import WorldError
 
-__all__ = ["META_KEY", "SimOptions", "SimulationResult", "Simulator", "UnknownToolError"]
+__all__ = ["META_KEY", "SimOptions", "SimulationMeta", "SimulationResult", "Simulator", "UnknownToolError"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class Simulator:
     def __init__(self, catalog: Catalog, engine: Engine, options: SimOptions | None = None,
                  worlds: Worlds | None = None, *, sources: Sequence[AnswerSource] = (),
                  observers: Sequence[CallObserver] = (), faults: FaultHook | None = None,
-                 replay_only: bool = False):
+                 replay_only: bool = False, model: ModelAnswerer | None = None):
         self.catalog = catalog
         self.engine = engine
         self.options = options or SimOptions()
@@ -81,7 +82,8 @@ class Simulator:
         self.observers = list(observers)
         self.faults = faults
         self.replay_only = replay_only
-        self.model = ModelAnswerer(engine, self.options, self.worlds)
+        # The model's answerer; built first by whoever gives the fault hook one (mcp_sim.app).
+        self.model = model or ModelAnswerer(engine, self.options, self.worlds)
         # Each tool's effect on its world's live data (x-sim.state, or inferred from its name).
         self.state = StateBook(catalog.spec_sets)
         self._tools = catalog.tools
@@ -122,25 +124,36 @@ class Simulator:
         return self.answer_call(read_tool(self.catalog, uri), {"uri": uri}, world, on_progress, cancel, scenario)
 
     def answer_call(self, tool: ToolSpec, arguments: dict[str, Any] | None, world: str,
-                    on_progress: Callable[[int, int], None] | None, cancel: threading.Event | None,
-                    scenario: str | None, client: dict[str, Any] | None = None) -> SimulationResult:
+                    on_progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
+                    scenario: str | None = None, client: dict[str, Any] | None = None) -> SimulationResult:
+        """Answer one call of TOOL (a spec's tool, or the synthetic tool of a resource read). Every outcome, an
+        answer, a tool failure or a protocol error, is settled here once (see `_settle`)."""
         arguments = {} if arguments is None else arguments
         started = time.perf_counter()
-        base_meta: dict[str, Any] = {"simulated": True, "model": self.engine.name, "world": world}
         problem = self._argument_problem(tool, arguments)
         if problem:
-            return SimulationResult(problem, is_error=True, meta={META_KEY: {**base_meta, "stage": "arguments"}})
+            return self.refused(problem, "arguments", world, started)
         try:
             state = self.worlds.get(world, scenario)
         except WorldError as exc:
-            return SimulationResult(str(exc), is_error=True, meta={META_KEY: {**base_meta, "stage": "world"}})
+            return self.refused(str(exc), "world", world, started)
         with state.lock:
             call = self._call(tool, arguments, state, on_progress, cancel, client)
             with deadline(self.options.call_timeout, call.cancel) as limit:
                 result, source = self._answer(call)
             if limit.expired.is_set() and result.observation is None:  # stopped by the limit, not answered
-                result = timed_out(tool.name, limit, result.meta)
-            return self._settle(call, result, source, {**base_meta, "scenario": state.scenario}, started)
+                result = timed_out(tool.name, limit, result.simulation)
+            return self._settle(call, result, source, started)
+
+    def refused(self, message: str, stage: str, world: str, started: float | None = None) -> SimulationResult:
+        """A call that never reached its world's turn (bad arguments, a bad world, a full queue, a client that
+        refused the tool's requests): an isError with the same _meta as every settled answer. No observer
+        sees it: nothing was answered in a world."""
+        result = failure(message, stage)
+        result.simulation = replace(result.simulation, model=self.engine.name, world=world)
+        if started is not None:
+            result.simulation.latency_ms = round((time.perf_counter() - started) * 1000, 1)
+        return result
 
     def _argument_problem(self, tool: ToolSpec, arguments: Any) -> str | None:
         if not isinstance(arguments, dict):
@@ -188,15 +201,24 @@ class Simulator:
         return live
 
     def _answer(self, call: Call) -> tuple[SimulationResult, str]:
-        """The answer and where it came from: a fault, a source, or the model."""
-        if self.faults is not None:
-            scripted = self.faults.before(call)
-            if scripted is not None:
-                return scripted, "fault"
-        result, source = self._first_answer(call)
-        if self.faults is not None:
-            result = self.faults.after(call, result)
-        return result, source
+        """The answer and where it came from: a fault, a source, or the model. An engine that cannot answer
+        fails this call alone, as an isError the observers see like any other outcome."""
+        try:
+            if self.faults is not None:
+                scripted = self.faults.before(call)
+                if scripted is not None:
+                    return scripted, "fault"
+            result, source = self._first_answer(call)
+            if self.faults is not None:
+                result = self.faults.after(call, result)
+            return result, source
+        except McpSimError as exc:
+            logger.error("simulation of %s failed: %s", call.tool.name, exc)
+            return failure(f"Simulation failed: {exc}", "engine"), "engine"
+        except Exception as exc:  # a bug or a crashed engine: this call fails, the server and the others go on
+            logger.exception("simulation of %s failed unexpectedly", call.tool.name)
+            return failure(f"Simulation failed: internal error ({type(exc).__name__}: {exc}); nothing was "
+                           "executed. The server log has the traceback.", "engine"), "engine"
 
     def _first_answer(self, call: Call) -> tuple[SimulationResult, str]:
         for source in self.sources:
@@ -212,24 +234,24 @@ class Simulator:
     def _miss(self, call: Call) -> SimulationResult:
         sources = ", ".join(source.name for source in self.sources) or "no source"
         arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
-        return SimulationResult(
+        return failure(
             f"Replay miss: tool '{call.tool.name}' with arguments {arguments} in world '{call.world.name}' is "
             f"not in the cache, and no fixture or cassette answers it (looked in: {sources}). --replay-only "
             "and --strict never ask the model: record this call (run once with --cache and without "
-            "--replay-only) or add a fixture for it.",
-            is_error=True, meta={"stage": "replay"})
+            "--replay-only) or add a fixture for it.", "replay")
 
-    def _settle(self, call: Call, result: SimulationResult, source: str, base_meta: dict[str, Any],
-                started: float) -> SimulationResult:
-        """Record the answer in its world, stamp its metadata and hand it to the observers."""
+    def _settle(self, call: Call, result: SimulationResult, source: str, started: float) -> SimulationResult:
+        """The one step every outcome of a call in a world goes through (an answer, a tool failure, a failure of
+        the simulation, a protocol error): record it in its world, complete its _meta, tell every observer."""
         if result.observation is not None:
             call.world.calls += 1
             change = self._commit_state(call, result, source)
             if change is not None:
-                result.meta["state"] = change
+                result.simulation.state = change
             self.worlds.record(call.world, call.source, Turn(call.action, result.observation))
-        result.meta = {META_KEY: {**base_meta, "source": source, "turn": call.number, **result.meta,
-                                  "latency_ms": round((time.perf_counter() - started) * 1000, 1)}}
+        result.simulation = replace(result.simulation, model=self.engine.name, world=call.world.name,
+                                    scenario=call.world.scenario, source=source, turn=call.number,
+                                    latency_ms=round((time.perf_counter() - started) * 1000, 1))
         for observer in self.observers:
             observer.observed(call, result, source)
         return result
@@ -239,7 +261,7 @@ class Simulator:
         A failure a fault made up says nothing about the world: a timeout does not make a record absent."""
         if call.state is None or call.live is None:
             return None
-        if result.is_error and (source == "fault" or result.meta.get("faults")):
+        if result.is_error and (source == "fault" or result.simulation.faults):
             return None
         change = self.state.commit(call.state, call.live, result.structured, result.text, result.is_error)
         return None if change is None else change.to_json()

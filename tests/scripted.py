@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
+from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 
 
 class ScriptedEngine:
@@ -17,6 +17,9 @@ class ScriptedEngine:
         self._answers: deque[str | tuple[str, str]] = deque(answers)
         self.requests: list[GenerationRequest] = []
         self._context_size = context_size
+
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(described={"engine": type(self).__name__, "model": self.name})
 
     def load(self) -> None:
         pass

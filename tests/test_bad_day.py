@@ -17,14 +17,16 @@ from click.testing import CliRunner
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcp_sim.app import assemble
 from mcp_sim.cli import cli
 from mcp_sim.engines.base import Generation, GenerationRequest
-from mcp_sim.errors import ProtocolFault, SpecError
-from mcp_sim.rehearsal.fault_effects import injections, model_error_instruction
+from mcp_sim.errors import SpecError
+from mcp_sim.rehearsal.fault_effects import injections
 from mcp_sim.rehearsal.fault_hook import FaultInjector, plan_rules
+from mcp_sim.rehearsal.fault_kinds import Error
 from mcp_sim.rehearsal.faults import AFTER_MODEL, BEFORE_MODEL, FaultFileError
 from mcp_sim.rehearsal.ledger import LedgerError, read_ledger
-from mcp_sim.rehearsal.setup import RehearsalSettings, attach
+from mcp_sim.rehearsal.setup import RehearsalSettings
 from mcp_sim.server import create_server
 from mcp_sim.simulator import META_KEY, SimOptions, SimulationResult, Simulator
 from mcp_sim.specs import load_catalog, validation_error
@@ -82,10 +84,9 @@ def rules_file(tmp_path: Path, *rules: dict[str, Any]) -> Path:
 def bad_day(tmp_path: Path, *rules: dict[str, Any], specs: tuple[Path, ...] = (OPS,), seed: int = 7,
             ledger: bool = False) -> Simulator:
     """A simulator over SPECS with the rehearsal options a user would give: --faults, --ledger, --seed."""
-    simulator = Simulator(load_catalog(list(specs)), WorldEngine(), SimOptions(seed=seed, attempts=1))
-    attach(simulator, RehearsalSettings(faults=rules_file(tmp_path, *rules) if rules else None,
-                                        ledger=tmp_path / "ledger.jsonl" if ledger else None))
-    return simulator
+    return assemble(load_catalog(list(specs)), WorldEngine(), SimOptions(seed=seed, attempts=1),
+                    rehearsal=RehearsalSettings(faults=rules_file(tmp_path, *rules) if rules else None,
+                                                ledger=tmp_path / "ledger.jsonl" if ledger else None))
 
 
 def faults_of(result: SimulationResult | types.CallToolResult) -> list[dict[str, Any]]:
@@ -103,12 +104,9 @@ def fired_calls(simulator: Simulator, kind: str, calls: int) -> dict[int, dict[s
     """The calls (1-based) of restart_service on which a fault of KIND was applied, with its label."""
     fired = {}
     for number in range(1, calls + 1):
-        try:
-            result = simulator.simulate(*RESTART, world="w")
-        except ProtocolFault as exc:  # no result to carry a label: the ledger and the log name it
-            assert (exc.code, exc.message) == (-32000, "gone")
-            fired[number] = {"kind": kind, "call": number}
-            continue
+        result = simulator.simulate(*RESTART, world="w")
+        if result.protocol_error is not None:  # the client gets a JSON-RPC error; the result still names it
+            assert (result.protocol_error.code, result.protocol_error.message) == (-32000, "gone")
         labels = faults_of(result)
         assert [entry["kind"] for entry in labels] in ([], [kind]), labels
         if labels:
@@ -279,7 +277,7 @@ async def test_an_error_without_a_message_is_written_by_the_world_model(tmp_path
     assert written.is_error and written.content[0].text == WORLD_ERROR  # type: ignore[union-attr]
     assert faults_of(written)[0]["written_by"] == "model" and written.meta[META_KEY]["simulated_error"]  # type: ignore[index]
     first, second = simulator.engine.requests  # type: ignore[attr-defined]
-    instruction = model_error_instruction(simulator.catalog.tools["restart_service"])
+    instruction = Error.instruction("restart_service")
     assert first.messages[-1].content.endswith(instruction) and first.json_schema["required"] == ["error"]
     assert instruction not in second.messages[-1].content  # the instruction was for that call only
     assert second.messages[-2].content == json.dumps({"error": WORLD_ERROR}) and not after.is_error
@@ -297,8 +295,7 @@ def ops_with_spec_faults(tmp_path: Path, faults: Any) -> Path:
 
 def test_x_sim_faults_in_a_spec_fire_with_a_pointer_into_the_spec(tmp_path: Path) -> None:
     spec = ops_with_spec_faults(tmp_path, [{"kind": "rate_limit", "nth": 1, "retry_after": 9}])
-    simulator = Simulator(load_catalog([spec]), WorldEngine(), SimOptions(attempts=1))
-    attach(simulator, RehearsalSettings())
+    simulator = assemble(load_catalog([spec]), WorldEngine(), SimOptions(attempts=1))
     limited = simulator.simulate(*RESTART)
     assert limited.is_error and faults_of(limited)[0]["source"] == f"{spec}#/tools/0/x-sim/faults/0"
     assert not simulator.simulate(*RESTART).is_error
@@ -335,9 +332,8 @@ def test_the_shipped_outage_loads_against_ops(tmp_path: Path) -> None:
 def test_an_unwritable_ledger_is_refused_at_startup(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    simulator = Simulator(load_catalog([OPS]), WorldEngine())
     with pytest.raises(LedgerError, match=r"cannot write the ledger .*pick a writable file with --ledger"):
-        attach(simulator, RehearsalSettings(ledger=blocker / "ledger.jsonl"))
+        assemble(load_catalog([OPS]), WorldEngine(), rehearsal=RehearsalSettings(ledger=blocker / "ledger.jsonl"))
 
 
 def test_call_refuses_a_bad_rule_file_with_its_pointer_before_the_model_loads(tmp_path: Path) -> None:

@@ -16,12 +16,13 @@ from click.testing import CliRunner
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcp_sim.app import assemble
 from mcp_sim.cli import cli
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.rehearsal.fault_effects import model_error_instruction
+from mcp_sim.rehearsal.fault_kinds import Error
 from mcp_sim.rehearsal.ledger import read_ledger
-from mcp_sim.rehearsal.setup import RehearsalSettings, attach
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.rehearsal.setup import RehearsalSettings
+from mcp_sim.simulator import META_KEY, SimOptions
 from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS, start_http_server, stop
 
@@ -37,12 +38,12 @@ def rules_file(tmp_path: Path, *rules: dict[str, Any]) -> Path:
 
 def test_the_world_model_writes_a_failure_for_the_call_and_the_world_remembers_it(
         tmp_path: Path, model_path: Path) -> None:
-    simulator = Simulator(load_catalog([OPS]), LlamaEngine(model_path, n_ctx=4096, n_threads=2),
-                          SimOptions(max_tokens=64, attempts=2, expose_prompt=True))
-    attach(simulator, RehearsalSettings(faults=rules_file(tmp_path, {"tool": "restart_service", "kind": "error",
-                                                                     "nth": 1})))
+    simulator = assemble(load_catalog([OPS]), LlamaEngine(model_path, n_ctx=4096, n_threads=2),
+                         SimOptions(max_tokens=64, attempts=2, expose_prompt=True),
+                         rehearsal=RehearsalSettings(faults=rules_file(tmp_path, {"tool": "restart_service",
+                                                                                  "kind": "error", "nth": 1})))
     failed = simulator.simulate("restart_service", {"service": "worker"}, world="bad")
-    instruction = model_error_instruction(simulator.catalog.tools["restart_service"])
+    instruction = Error.instruction("restart_service")
     assert failed.is_error and failed.structured is None
     assert failed.text.strip() and failed.text not in instruction and "<" not in failed.text, failed.text
     fault = failed.meta[META_KEY]["faults"][0]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from mcp_sim.cli import cli
-from mcp_sim.models.doctor import backend_name, kv_cache_bytes
+from mcp_sim.engines.llama.doctor import backend_name, kv_cache_bytes
 from tests.conftest import mcp_sim_command, subprocess_env
 
 

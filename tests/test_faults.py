@@ -19,18 +19,10 @@ from mcp.server.lowlevel import Server
 from mcp_sim.engines.base import GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.prompt import build_messages, error_schema, render_action, system_prompt
-from mcp_sim.rehearsal.fault_effects import (
-    delay_seconds,
-    error_from_model,
-    error_result,
-    immediate_result,
-    injections,
-    is_timeout,
-    model_error_instruction,
-    needs_model_error,
-    protocol_error,
-    transform,
-)
+from mcp_sim.rehearsal.fault_effects import injections
+from mcp_sim.rehearsal.fault_hook import error_from_model, transform
+from mcp_sim.rehearsal.fault_kind import BeforeModel, FaultCall, ProtocolKind
+from mcp_sim.rehearsal.fault_kinds import FAULT_KINDS, Error, Latency, failed
 from mcp_sim.rehearsal.faults import (
     AFTER_MODEL,
     BEFORE_MODEL,
@@ -44,6 +36,7 @@ from mcp_sim.rehearsal.faults import (
     rules_from_spec,
     unmatched,
 )
+from mcp_sim.result import ProtocolError, SimulationMeta
 from mcp_sim.simulator import META_KEY, SimulationResult
 from mcp_sim.specs import ToolSpec, load_catalog, validation_error
 from tests.conftest import REPO, SPECS, subprocess_env
@@ -95,8 +88,34 @@ def example(name: str) -> SimulationResult:
     tool = TOOLS[name]
     value = next(e.result for e in tool.examples if not e.is_error)
     if tool.output_schema is None:
-        return SimulationResult(value, meta={META_KEY: {"simulated": True, "turn": 1}})
-    return SimulationResult(json.dumps(value), value, meta={META_KEY: {"simulated": True, "turn": 1}})
+        return SimulationResult(value, simulation=SimulationMeta(turn=1))
+    return SimulationResult(json.dumps(value), value, simulation=SimulationMeta(turn=1))
+
+
+class OnCall(FaultCall):
+    """A call as a before-model kind sees it, with the world's failure and the model's written one stubbed."""
+
+    written: SimulationResult | None = None
+    instructions: list[str]
+
+    def world_failure(self, message: str) -> SimulationResult:
+        return SimulationResult(message, is_error=True, observation=message)
+
+    def written_failure(self, instruction: str) -> SimulationResult | None:
+        self.instructions = [*getattr(self, "instructions", []), instruction]
+        return self.written
+
+
+def before(fault: Fault, tool: ToolSpec, call: FaultCall | None = None) -> SimulationResult | None:
+    kind = FAULT_KINDS[fault.kind]
+    assert isinstance(kind, BeforeModel)
+    return kind.before(fault, call or OnCall(tool.name, tool.output_schema))
+
+
+def protocol_error(fault: Fault) -> ProtocolError:
+    kind = FAULT_KINDS[fault.kind]
+    assert isinstance(kind, ProtocolKind)
+    return kind.protocol_error(fault)
 
 
 # --- parsing ---------------------------------------------------------------------------------------------------
@@ -113,7 +132,7 @@ def test_the_issue_example_parses_with_pointers_and_defaults(tmp_path: Path) -> 
 def test_a_file_with_every_kind_parses(tmp_path: Path) -> None:
     rules = load_faults(write(tmp_path, EVERY_KIND))
     assert {rule.kind for rule in rules} == BEFORE_MODEL | AFTER_MODEL
-    assert protocol_error(Fault(rules[2], 2, "a", "w", 1, 0)) == (-32000, "backend gone")
+    assert protocol_error(Fault(rules[2], 2, "a", "w", 1, 0)) == ProtocolError(-32000, "backend gone")
 
 
 def test_a_bad_file_lists_every_problem_with_its_pointer(tmp_path: Path) -> None:
@@ -269,28 +288,40 @@ def test_counting_is_thread_safe() -> None:
 
 def test_an_error_with_a_message_and_a_rate_limit_replace_the_call() -> None:
     tool = TOOLS["restart_service"]
-    locked = immediate_result(fault("error", message="service is locked by another agent"), tool)
+    locked = before(fault("error", message="service is locked by another agent"), tool)
     assert locked is not None and locked.is_error and locked.text == "service is locked by another agent"
     assert locked.meta[META_KEY]["faults"] == [{"kind": "error", "rule": 0, "tool": "t", "call": 1,
                                                 "message": "service is locked by another agent"}]
-    limited = immediate_result(fault("rate_limit", retry_after=30), tool)
+    limited = before(fault("rate_limit", retry_after=30), tool)
     assert limited is not None and limited.is_error
     assert limited.text == "Rate limit exceeded for tool 'restart_service': retry after 30 s"
     assert limited.meta[META_KEY]["faults"][0]["retry_after"] == 30
-    assert immediate_result(fault("error"), tool) is None and immediate_result(fault("latency"), tool) is None
+    assert limited.observation is None and locked.observation is not None  # only the world's failure is kept
+    assert before(fault("latency", ms=0), tool) is None  # it only waits, then lets the call go on
 
 
 def test_protocol_latency_and_timeout_faults_tell_the_server_what_to_do() -> None:
-    assert protocol_error(fault("protocol_error")) == (-32603, "Internal error")
-    assert delay_seconds(fault("latency", ms=2000)) == 2.0 and delay_seconds(fault("latency")) == 1.0
-    assert delay_seconds(fault("timeout")) is None
-    assert is_timeout(fault("timeout")) and not is_timeout(fault("latency"))
+    assert protocol_error(fault("protocol_error")) == ProtocolError(-32603, "Internal error")
+    assert Latency.seconds(fault("latency", ms=2000)) == 2.0 and Latency.seconds(fault("latency")) == 1.0
+    phases = {name: kind.phase for name, kind in FAULT_KINDS.items()}
+    assert (phases["timeout"], phases["latency"], phases["protocol_error"]) == ("before", "before", "protocol")
+    cancelled = OnCall("t", None, hold_s=60)
+    cancelled.cancel.set()  # the client gave up: the hold ends at once
+    held = before(fault("timeout"), TOOLS["tail_logs"], cancelled)
+    assert held is not None and held.is_error and held.simulation.faults[0]["cancelled"] is True
 
 
 def test_an_error_without_a_message_is_written_by_the_world_model() -> None:
-    assert needs_model_error(fault("error")) and not needs_model_error(fault("error", message="x"))
+    call = OnCall("tail_logs", None)
+    call.written = SimulationResult("Error: disk full", is_error=True, observation="Error: disk full")
+    written = before(fault("error"), TOOLS["tail_logs"], call)
+    assert written is not None and written.simulation.faults[0]["written_by"] == "model"
+    assert call.instructions == [Error.instruction("tail_logs")]
+    given = OnCall("tail_logs", None)
+    assert before(fault("error", message="x"), TOOLS["tail_logs"], given) is not None
+    assert not hasattr(given, "instructions")  # a rule's own message: the model is not asked
     assert "message" not in label(fault("error"))
-    assert model_error_instruction(TOOLS["tail_logs"]).startswith("This call of tail_logs fails in the world.")
+    assert Error.instruction("tail_logs").startswith("This call of tail_logs fails in the world.")
     assert error_from_model('{"error": "disk full"}', TOOLS["restart_service"]) == "disk full"
     assert error_from_model('{"service": "api"}', TOOLS["restart_service"]) is None
     assert error_from_model("not json", TOOLS["restart_service"]) is None
@@ -443,7 +474,7 @@ def test_stale_repeats_the_latest_earlier_answer_or_says_there_was_none() -> Non
     memory.remember("w", tool.name, before)
     memory.remember("w", tool.name, SimulationResult("boom", is_error=True))
     fresh_value = {**before.structured, "state": "running", "healthy": True}  # type: ignore[dict-item]
-    fresh = SimulationResult(json.dumps(fresh_value), fresh_value, meta={META_KEY: {"turn": 2}})
+    fresh = SimulationResult(json.dumps(fresh_value), fresh_value, simulation=SimulationMeta(turn=2))
     stale = transform(fault("stale"), fresh, tool, memory.earlier("w", tool.name))
     assert stale.structured == before.structured and stale.text == before.text
     assert stale.meta[META_KEY]["turn"] == 2 and stale.meta[META_KEY]["faults"][0]["repeats_turn"] == 1
@@ -465,12 +496,12 @@ def test_the_real_model_writes_an_error_for_the_call_under_the_instruction(model
     tool = TOOLS["write_file"]
     assert tool.spec_set is not None
     action = render_action(tool.name, {"path": "/notes/a.txt", "content": "hi"}) + "\n\n" + \
-        model_error_instruction(tool)
+        Error.instruction(tool.name)
     engine = LlamaEngine(model_path, n_ctx=4096, n_threads=2)
     generation = engine.generate(GenerationRequest(
         messages=build_messages(system_prompt(tool.spec_set), [], action), max_tokens=96,
         json_schema=error_schema(160), temperature=0.0, seed=0))
     message = error_from_model(generation.text, tool)
     assert message and "<" not in message, generation.text  # a message of its own, not a copied placeholder
-    result = error_result(fault("error"), message)
+    result = failed(message, label(fault("error")))
     assert result.is_error and result.text == message and result.meta[META_KEY]["faults"][0]["kind"] == "error"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_sim.models.doctor import kv_cache_bytes, memory_estimate
+from mcp_sim.engines.llama.doctor import kv_cache_bytes, memory_estimate
 
 GIB = 1024**3
 

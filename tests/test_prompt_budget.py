@@ -12,8 +12,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from mcp_sim.app import fit_catalog
 from mcp_sim.cli import cli
-from mcp_sim.cli.options import fit_catalog
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.prompt import compact_definition
 from mcp_sim.simulator import SimOptions, Simulator

@@ -13,11 +13,12 @@ import yaml
 from click.testing import CliRunner
 
 from mcp_sim import prompt
+from mcp_sim.app import assemble
 from mcp_sim.cli import cli
 from mcp_sim.rehearsal.cache import ResponseCache
 from mcp_sim.rehearsal.replay_setup import REPLAY_ENGINE_NAME
-from mcp_sim.rehearsal.setup import RehearsalSettings, attach
-from mcp_sim.rehearsal.sources import FAULT_META, result_bytes
+from mcp_sim.rehearsal.setup import RehearsalSettings
+from mcp_sim.rehearsal.sources import result_bytes
 from mcp_sim.server import to_call_tool_result
 from mcp_sim.simulator import META_KEY, SimOptions, SimulationResult, Simulator
 from mcp_sim.specs import load_catalog
@@ -58,9 +59,7 @@ def time_spec(tmp_path: Path) -> Path:
 def simulator(spec: Path, *answers: str, engine: ScriptedEngine | None = None, options: SimOptions | None = None,
               **settings: Any) -> tuple[Simulator, ScriptedEngine]:
     engine = engine or ScriptedEngine(*answers)
-    sim = Simulator(load_catalog([spec]), engine, options)
-    attach(sim, RehearsalSettings(**settings))
-    return sim, engine
+    return assemble(load_catalog([spec]), engine, options, rehearsal=RehearsalSettings(**settings)), engine
 
 
 def meta(result: SimulationResult) -> dict[str, Any]:
@@ -178,7 +177,7 @@ class MarkedFault:
         return None
 
     def after(self, call: object, result: SimulationResult) -> SimulationResult:
-        result.meta[FAULT_META] = "slow"
+        result.simulation.faults.append({"kind": "latency"})
         return result
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import ClassVar
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from mcp_sim import warmup as warmup_module
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
@@ -196,9 +198,9 @@ class SilentEngine(ScriptedEngine):
 async def test_a_call_with_nothing_to_report_still_sends_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients that reset their timeout on progress (the Inspector CLI gives up after 60 s without) must hear
     from the server while it reads a long prompt; the values keep increasing, as MCP requires."""
-    from mcp_sim import server as server_module
+    from mcp_sim import call_path
 
-    monkeypatch.setattr(server_module, "HEARTBEAT_S", 0.2)
+    monkeypatch.setattr(call_path, "HEARTBEAT_S", 0.2)
     engine = SilentEngine(STATUS)
     simulator = Simulator(load_catalog([OPS]), engine, SimOptions(attempts=1))
     progress: list[float] = []
@@ -210,3 +212,35 @@ async def test_a_call_with_nothing_to_report_still_sends_progress(monkeypatch: p
         result = await client.call_tool("get_service_status", {"service": "api"}, progress_callback=on_progress)
     assert not result.is_error
     assert len(progress) >= 3 and progress == sorted(set(progress))
+
+
+async def test_a_resource_read_waits_for_the_model_as_a_call_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """resources/read takes the tools/call path (mcp_sim.call_path): it waits for the warm-up, and a failed
+    warm-up is an error naming it, not a read against a model that never loaded."""
+    engine = SlowLoadingEngine("buy milk\n")
+    monkeypatch.setattr(warmup_module, "WAIT_REPORT_S", 0.05)
+    simulator = Simulator(load_catalog([SPECS / "files.yaml"]), engine, SimOptions(attempts=1))
+    warmup = Warmup(simulator)
+    warmup.start()
+    reads = []
+    async with Client(create_server(simulator, warmup=warmup)) as client:
+
+        async def read() -> None:
+            reads.append(await client.read_resource("file:///notes/todo.txt"))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(read)
+            await anyio.sleep(0.5)
+            assert not reads and not engine.requests  # still waiting for the model
+            engine.gate.set()
+    assert reads[0].contents[0].text == "buy milk"  # type: ignore[union-attr]
+
+    failing = SlowLoadingEngine(failure=ModelFileError("model file /x.gguf is truncated"))
+    simulator = Simulator(load_catalog([SPECS / "files.yaml"]), failing, SimOptions(attempts=1))
+    warmup = Warmup(simulator)
+    warmup.start()
+    failing.gate.set()
+    async with Client(create_server(simulator, warmup=warmup)) as client:
+        with pytest.raises(MCPError, match="truncated") as caught:
+            await client.read_resource("file:///notes/todo.txt")
+    assert caught.value.error.code == types.INTERNAL_ERROR and not failing.requests

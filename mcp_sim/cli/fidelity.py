@@ -190,7 +190,9 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
               help="Relative tolerance for numbers.")
 @click.option("--judge", "use_judge", is_flag=True, help="Also rate each step with an LLM judge (five "
               "AgentWorldBench dimensions).")
-@click.option("--judge-model", default=None, help="GGUF for the judge (default: the simulator's model).")
+@click.option("--judge-model", default=None,
+              help="The judge's model, named as --model names one and run by the same --engine (default: the "
+                   "simulator's model).")
 @engine_options
 @handle_errors
 def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_dir: Path | None, mode: str,
@@ -206,7 +208,7 @@ def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_di
     if not records:
         raise TraceError("no recorded calls to replay (check --session and the trace files)")
     simulator = build_simulator(load_catalog(list(spec_paths)), **engine)
-    judge = _judge(simulator.engine, judge_model, simulator.engine.context_size) if use_judge else None
+    judge = _judge(simulator.engine, judge_model, engine) if use_judge else None
     modes = MODES if mode == "both" else (mode,)
     with _progress(len(records) * len(modes)) as advance:
         results = evaluate(records, SimulatorResponder(simulator), simulator.catalog.tools, modes, judge,
@@ -232,14 +234,16 @@ def _select(records: list[Any], only_sessions: tuple[str, ...], max_steps: int |
     return chosen
 
 
-def _judge(engine: Any, judge_model: str | None, ctx: int) -> Any:
+def _judge(engine: Any, judge_model: str | None, options: dict[str, Any]) -> Any:
+    """The simulator's own engine, or JUDGE_MODEL run by the same engine kind and options."""
     from mcp_sim.fidelity.judge import LlmJudge
+    from mcp_sim.models.settings import EngineSettings, build_engine
 
     if judge_model is None:
         return LlmJudge(engine)
-    from mcp_sim.engines.llama import LlamaEngine, default_threads
-
-    return LlmJudge(LlamaEngine(judge_model, n_ctx=ctx, n_threads=default_threads()))
+    judge = build_engine(EngineSettings(**{**options, "model": judge_model}), engine.context_size)
+    judge.load()
+    return LlmJudge(judge)
 
 
 class _progress:

@@ -12,13 +12,13 @@ import click
 
 from mcp_sim import defaults
 from mcp_sim.cli_errors import handle_errors as handle_errors  # re-exported: serve.py imports it here
+from mcp_sim.engines.registry import ENGINES, engine_names
 from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
-    from mcp_sim.engines.base import Engine
     from mcp_sim.prompt_budget import SpecFit
-    from mcp_sim.rehearsal.setup import RehearsalSettings
-    from mcp_sim.simulator import SimOptions, Simulator
+    from mcp_sim.rehearsal.settings import RehearsalSettings
+    from mcp_sim.simulator import Simulator
     from mcp_sim.worlds import Worlds
 
 logger = logging.getLogger("mcp_sim")
@@ -34,9 +34,8 @@ def engine_options(command: Command) -> Command:
                      help="A registry name (qwen-agentworld-35b-a3b:Q4_K_M), OWNER/REPO:QUANT, "
                      "hf://OWNER/REPO/FILE.gguf, a .gguf in models/, or a path; with --engine openai, "
                      "the name the server serves. Default: the bundled SmolLM2-135M-Instruct Q4_1."),
-        click.option("--engine", type=click.Choice(["llama", "openai"]), default="llama", show_default=True,
-                     help="llama: run the GGUF in-process; openai: an OpenAI-compatible server at "
-                     "--base-url."),
+        click.option("--engine", type=click.Choice(engine_names()), default=defaults.ENGINE, show_default=True,
+                     help="; ".join(f"{kind.name}: {kind.summary}" for kind in ENGINES.values()) + "."),
         click.option("--base-url", default=None,
                      help="The OpenAI-compatible API root, e.g. http://gpu-box:8000/v1 (--engine openai)."),
         click.option("--api-key-env", default=defaults.OPENAI_API_KEY_ENV, show_default=True,
@@ -147,7 +146,7 @@ def rehearsal_options(command: Command) -> Command:
 
 def rehearsal_settings(options: dict[str, Any]) -> RehearsalSettings:
     """Take the rehearsal options out of a command's keyword arguments."""
-    from mcp_sim.rehearsal.setup import RehearsalSettings
+    from mcp_sim.rehearsal.settings import RehearsalSettings
 
     return RehearsalSettings(cache=options.pop("cache"), replay_only=options.pop("replay_only"),
                              replay=list(options.pop("replay")), strict=options.pop("strict"),
@@ -171,42 +170,10 @@ def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None,
 def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,
                     load: bool = True, on_fits: Callable[[list[SpecFit]], None] | None = None,
                     **engine: Any) -> Simulator:
-    """A simulator over CATALOG with the engine the options describe, its model loaded (unless `load` is
-    false: a warm start loads it later), and the sources, observers and faults the rehearsal options ask for.
-    Every spec's prompt is fitted to the context first (a spec that cannot fit fails here); `on_fits` hears
-    how each one fits."""
-    from mcp_sim.models.settings import EngineSettings, prepare
-    from mcp_sim.rehearsal.replay_setup import never_asks_model, prepare_replay
-    from mcp_sim.rehearsal.setup import attach
-    from mcp_sim.simulator import Simulator
+    """mcp_sim.app.build_simulator from a command's engine options (keyword arguments, as click gives them)."""
+    from mcp_sim import app
+    from mcp_sim.models.settings import EngineSettings
+    from mcp_sim.rehearsal.settings import RehearsalSettings
 
-    settings = EngineSettings(**engine)
-    # --replay-only and --strict never load the model, which need not even be on this machine.
-    replaying = rehearsal is not None and never_asks_model(rehearsal)
-    prepared = prepare_replay(settings) if replaying else prepare(settings)
-    fits = fit_catalog(catalog, prepared.engine, prepared.options)
-    if on_fits is not None:
-        on_fits(fits)
-    simulator = Simulator(catalog, prepared.engine, prepared.options, worlds)
-    if rehearsal is not None:
-        attach(simulator, rehearsal)
-    if not replaying:
-        for tool, reason in simulator.grammar_fallbacks().items():
-            logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are "
-                           "still validated after decoding and retried", tool, reason)
-    if load and not replaying:
-        prepared.engine.load()
-    return simulator
-
-
-def fit_catalog(catalog: Catalog, engine: Engine, options: SimOptions) -> list[SpecFit]:
-    """Lay every spec's prompt out to fit ENGINE's context (mcp_sim.prompt_budget); raise if one cannot."""
-    from mcp_sim.engines.counting import count_text
-    from mcp_sim.prompt_budget import fit_prompts, reserved_tokens
-
-    reserved = reserved_tokens(options.max_tokens, options.think_budget if options.think else 0)
-    fits = fit_prompts(catalog, lambda text: count_text(engine, text), engine.context_size, reserved,
-                       options.prompt_style, options.simulate_errors)
-    for fit in fits:
-        logger.info("%s: %s", fit.source, fit.describe())
-    return fits
+    settings = app.AppSettings(EngineSettings(**engine), rehearsal or RehearsalSettings(), load=load)
+    return app.build_simulator(catalog, settings, worlds, on_fits)

@@ -174,7 +174,7 @@ def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, sce
 def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
     """Check spec files and summarize them, with each one's prompt size against --ctx; exit 1 on any problem."""
     from mcp_sim.engines.counting import count_text
-    from mcp_sim.engines.llama import LlamaEngine
+    from mcp_sim.engines.registry import engine_kind
     from mcp_sim.grammar_schema import prepare_for_grammar
     from mcp_sim.prompt_budget import fit_prompts, reserved_tokens
     from mcp_sim.resources import surface_summary
@@ -185,7 +185,7 @@ def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
         click.echo(str(exc), err=True)
         sys.exit(1)
     # Grammars and prompts are checked against the default model's vocabulary alone: nothing heavy is loaded.
-    grammar_engine = LlamaEngine(_default_model_or_none())
+    grammar_engine = engine_kind(defaults.ENGINE).checking_engine(ctx)
     effects = StateBook(catalog.spec_sets).describe()
     try:
         fits = {fit.source: fit for fit in fit_prompts(catalog, lambda text: count_text(grammar_engine, text), ctx,
@@ -210,15 +210,6 @@ def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
         if spec_set.surface:
             click.echo(f"  {surface_summary(spec_set.surface)}")
     click.echo(f"OK: {len(catalog.tools)} tool(s) in {len(catalog.spec_sets)} file(s)")
-
-
-def _default_model_or_none() -> Path:
-    from mcp_sim.models.bundled import default_model_path
-
-    try:
-        return default_model_path()
-    except McpSimError:
-        return Path("no-model.gguf")  # grammars are then converted but not parsed
 
 
 def register(cli: click.Group) -> None:

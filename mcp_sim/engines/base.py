@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from mcp_sim import defaults
@@ -57,6 +58,15 @@ class Generation:
     reasoning_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class EngineIdentity:
+    """What answers, for the response cache's keys: a model file (hashed by content), else a description of
+    a model served elsewhere (hashed as JSON); neither: the cache's record for the model's name decides."""
+
+    model_file: Path | None = None
+    described: dict[str, Any] = field(default_factory=dict)
+
+
 class Engine(Protocol):
     """Generates text for a chat prompt. Implementations must be safe to call from worker threads."""
 
@@ -84,4 +94,8 @@ class Engine(Protocol):
 
     def schema_support(self, json_schema: dict[str, Any]) -> str | None:
         """None when the engine can constrain output to this schema, else why not."""
+        ...
+
+    def identity(self) -> EngineIdentity:
+        """What answers, for the response cache's keys."""
         ...

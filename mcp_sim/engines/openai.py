@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from mcp_sim import defaults
-from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
+from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.errors import EngineError
 from mcp_sim.reasoning import THINK_CLOSE, split_reasoning
 
@@ -67,6 +67,10 @@ class OpenAIEngine:
     @property
     def context_size(self) -> int:
         return self._n_ctx
+
+    def identity(self) -> EngineIdentity:
+        # A model served elsewhere: its name is all that is known of it.
+        return EngineIdentity(described={"engine": type(self).__name__, "model": self.name})
 
     def load(self) -> None:
         """Check now that the server is up and serves the model (servers call this at startup)."""
@@ -270,7 +274,8 @@ class _ErrorMappingStream:
 
     def __enter__(self) -> httpx.Response:
         try:
-            return self._inner.__enter__()
+            response: httpx.Response = self._inner.__enter__()
+            return response
         except httpx.HTTPError as exc:
             raise self._engine._transport_error(exc) from None
 

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from mcp_sim.engines.base import ChatMessage, Engine, Generation, GenerationRequest
+from mcp_sim.engines.base import ChatMessage, Engine, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.engines.counting import count_text
 from mcp_sim.engines.readiness import check_engine, warm_engine
 
@@ -39,6 +39,9 @@ class EnginePool:
     @property
     def context_size(self) -> int:
         return self.engines[0].context_size
+
+    def identity(self) -> EngineIdentity:
+        return self.engines[0].identity()  # the instances run one model
 
     def load(self) -> None:
         for engine in self.engines:

@@ -6,51 +6,20 @@ Precedence for every tunable: the flag when given, else the model's manifest, el
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim import defaults
 from mcp_sim.engines.base import Engine
+from mcp_sim.engines.registry import engine_kind
+from mcp_sim.engines.settings import EngineSettings
 from mcp_sim.errors import McpSimError
-from mcp_sim.models.hub import resolve
-from mcp_sim.models.registry import Manifest, find_manifest
+from mcp_sim.models.registry import Manifest
 from mcp_sim.simulator import SimOptions
 
+__all__ = ["EngineSettings", "Prepared", "build_engine", "check_room", "prepare", "sim_options"]
+
 logger = logging.getLogger(__name__)
-
-@dataclass
-class EngineSettings:
-    """What the engine options of the CLI carry (None: decide from the manifest)."""
-
-    model: str | None = None
-    engine: str = "llama"
-    ctx: int | None = None
-    threads: int | None = None
-    gpu_layers: int | None = None
-    seed: int = defaults.SEED
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    max_tokens: int | None = None
-    attempts: int = defaults.ATTEMPTS
-    max_argument_bytes: int = defaults.MAX_ARGUMENT_BYTES
-    expose_prompt: bool = False
-    simulate_errors: bool = False
-    think: bool | None = None
-    think_budget: int | None = None
-    prompt_style: str = "auto"
-    base_url: str | None = None
-    api_key_env: str = defaults.OPENAI_API_KEY_ENV
-    max_inflight: int = defaults.OPENAI_MAX_INFLIGHT
-    timeout: float = defaults.OPENAI_TIMEOUT_S
-    parallel: int = defaults.PARALLEL
-    slots: int = defaults.SLOTS
-    context_shift: bool = defaults.CONTEXT_SHIFT
-    flash_attn: bool = defaults.FLASH_ATTN
-    lazy_grammar: bool = defaults.LAZY_GRAMMAR
-    state_cache_mb: int = defaults.STATE_CACHE_MB
-    call_timeout: float = defaults.CALL_TIMEOUT_S
 
 
 @dataclass
@@ -62,26 +31,20 @@ class Prepared:
 
 def prepare(settings: EngineSettings, download: bool = True) -> Prepared:
     """The engine (not loaded yet) and options for SETTINGS; downloads the model when allowed."""
-    if settings.engine == "openai":
-        return _prepare_openai(settings)
-    from mcp_sim.engines.llama import LlamaEngine, default_threads
-    from mcp_sim.engines.pool import EnginePool
-
-    resolved = resolve(settings.model, download=download)
-    manifest = resolved.manifest
-    options, ctx = sim_options(settings, manifest)
-    engines = [LlamaEngine(resolved.path, n_ctx=ctx, n_threads=settings.threads or default_threads(),
-                           n_gpu_layers=settings.gpu_layers, seed=settings.seed,
-                           state_cache_mb=settings.state_cache_mb, slots=settings.slots,
-                           context_shift=settings.context_shift, flash_attn=settings.flash_attn,
-                           lazy_grammar=settings.lazy_grammar,
-                           metadata_overrides=manifest.metadata_overrides if manifest else None)
-               for _ in range(settings.parallel)]
-    engine: Engine = engines[0] if settings.parallel == 1 else EnginePool(engines)
-    logger.info("model %s (%s) from %s; prompt style %s, thinking %s", resolved.path.name,
-                manifest.name if manifest else "not in the registry", resolved.source, options.prompt_style,
+    kind = engine_kind(settings.engine)
+    choice = kind.choose(settings, download=download)
+    options, ctx = sim_options(settings, choice.manifest)
+    engine = kind.build(settings, choice, ctx)
+    logger.info("model %s; prompt style %s, thinking %s", choice.label, options.prompt_style,
                 f"on, budget {options.think_budget}" if options.think else "off")
-    return Prepared(engine, options, manifest)
+    return Prepared(engine, options, choice.manifest)
+
+
+def build_engine(settings: EngineSettings, ctx: int) -> Engine:
+    """An engine of CTX tokens for the model SETTINGS name, by any registered kind, without the simulation's
+    options (an eval's judge)."""
+    kind = engine_kind(settings.engine)
+    return kind.build(settings, kind.choose(settings, download=True), ctx)
 
 
 def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[SimOptions, int]:
@@ -115,22 +78,6 @@ def check_room(ctx: int, options: SimOptions) -> None:
         raise McpSimError(f"a {ctx}-token context leaves no room for the prompt: answers take up to "
                           f"{options.max_tokens} tokens{thinking}. Raise --ctx, or lower --max-tokens"
                           f"{' or --think-budget (or pass --no-think)' if budget else ''}")
-
-
-def _prepare_openai(settings: EngineSettings) -> Prepared:
-    from mcp_sim.engines.openai import OpenAIEngine
-
-    if not settings.base_url:
-        raise McpSimError("--engine openai needs --base-url, e.g. --base-url http://gpu-box:8000/v1")
-    if not settings.model:
-        raise McpSimError("--engine openai needs --model: the model name the server serves "
-                          "(see GET /v1/models)")
-    manifest = find_manifest(settings.model)
-    options, ctx = sim_options(settings, manifest)
-    api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
-    engine = OpenAIEngine(settings.base_url, settings.model, api_key=api_key, n_ctx=ctx,
-                          timeout=settings.timeout, max_inflight=settings.max_inflight)
-    return Prepared(engine, options, manifest)
 
 
 def _first(*values: Any) -> Any:

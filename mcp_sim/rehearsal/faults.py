@@ -1,10 +1,8 @@
 """Fault injection: rules (from a file or a spec's x-sim) and a seeded plan that decides which calls go wrong.
 
-Pure logic: nothing here awaits, sleeps or speaks MCP. The fault hook asks `FaultPlan.decide` before a call
-and applies what it returns with fault_effects.py: answers that replace the model's (error with a message,
-rate_limit), a protocol error, latency, a timeout, an error the world model writes, and the after-model
-changes (empty, oversized, malformed, injection, stale). Every applied fault is named by `label` in
-`_meta["mcp-sim/simulation"]["faults"]` (`with_label`).
+Pure logic: nothing here awaits, sleeps or speaks MCP. The kinds, their parameters and what each does live in
+fault_kinds.py; the fault hook asks `FaultPlan.decide` before a call and lets each fired kind act in its
+phase. Every applied fault is named by `label` in `_meta["mcp-sim/simulation"]["faults"]`.
 """
 
 from __future__ import annotations
@@ -17,40 +15,48 @@ import random
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-from mcp_sim import defaults
 from mcp_sim.errors import McpSimError
-from mcp_sim.result import META_KEY, SimulationResult
+from mcp_sim.rehearsal.fault_kind import Details
+from mcp_sim.rehearsal.fault_kinds import FAULT_KINDS
+from mcp_sim.result import SimulationResult
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["error", "rate_limit", "protocol_error", "latency", "timeout",
-               "empty", "oversized", "malformed", "injection", "stale"]
-BEFORE_MODEL = frozenset({"error", "rate_limit", "protocol_error", "latency", "timeout"})
-AFTER_MODEL = frozenset({"empty", "oversized", "malformed", "injection", "stale"})
+# Kinds that act before any answer is made (a protocol error ends the call there too), and after it.
+BEFORE_MODEL = frozenset(name for name, kind in FAULT_KINDS.items() if kind.phase in ("before", "protocol"))
+AFTER_MODEL = frozenset(name for name, kind in FAULT_KINDS.items() if kind.phase == "after")
 WHEN = ("probability", "nth", "after")
 # The parameters each kind takes; any other parameter on a rule is a mistake worth reporting.
-PARAMETERS: dict[str, frozenset[str]] = {
-    "error": frozenset({"message"}), "rate_limit": frozenset({"retry_after"}),
-    "protocol_error": frozenset({"code", "message"}), "latency": frozenset({"ms"}), "timeout": frozenset(),
-    "empty": frozenset(), "oversized": frozenset({"bytes"}), "malformed": frozenset(),
-    "injection": frozenset({"text"}), "stale": frozenset(),
-}
+PARAMETERS: dict[str, frozenset[str]] = {name: frozenset(kind.parameters) for name, kind in FAULT_KINDS.items()}
 ALL_PARAMETERS = frozenset().union(*PARAMETERS.values())
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "rate_limit": {"retry_after": defaults.FAULT_RETRY_AFTER_S}, "latency": {"ms": defaults.FAULT_LATENCY_MS},
-    "oversized": {"bytes": defaults.FAULT_OVERSIZED_BYTES},
-    "protocol_error": {"code": defaults.FAULT_PROTOCOL_ERROR_CODE, "message": defaults.FAULT_PROTOCOL_ERROR_MESSAGE},
-}
-PADDING_LINE = "[mcp-sim oversized result: padding]"
-MALFORMED_KEY = "mcp-sim-malformed"
-INJECTION_KEY = "notice"
+
+
+def _known_kind(kind: str) -> str:
+    if kind not in FAULT_KINDS:
+        names = [repr(name) for name in FAULT_KINDS]
+        expected = f"{', '.join(names[:-1])} or {names[-1]}"  # as pydantic words a Literal
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+    return kind
+
+
+Kind = Annotated[str, AfterValidator(_known_kind)]
 
 
 class FaultFileError(McpSimError):
@@ -107,7 +113,7 @@ class FaultRule(BaseModel):
     def parameter(self, name: str) -> Any:
         """The rule's value for NAME, or its kind's default for it (None where there is none)."""
         value = getattr(self, name)
-        return DEFAULTS.get(self.kind, {}).get(name) if value is None else value
+        return FAULT_KINDS[self.kind].parameters.get(name) if value is None else value
 
 
 def _shape_problems(raw: dict[str, Any]) -> list[str]:
@@ -243,6 +249,12 @@ class Fault:
     def kind(self) -> str:
         return self.rule.kind
 
+    def parameter(self, name: str) -> Any:
+        return self.rule.parameter(name)
+
+    def label(self, details: Details | None = None) -> Details:
+        return label(self, details)
+
 
 class FaultPlan:
     """Decides, deterministically under a seed, which faults each call gets. Thread-safe."""
@@ -306,21 +318,13 @@ class ResultMemory:
 
 # --- labels ----------------------------------------------------------------------------------------------------
 
-def label(fault: Fault, details: dict[str, Any] | None = None) -> dict[str, Any]:
+def label(fault: Fault, details: Details | None = None) -> Details:
     """What names an applied fault in the result's _meta and in the log: kind, rule, tool, call, parameters."""
-    entry: dict[str, Any] = {"kind": fault.kind, "rule": fault.index, "tool": fault.tool, "call": fault.call}
+    entry: Details = {"kind": fault.kind, "rule": fault.index, "tool": fault.tool, "call": fault.call}
     if fault.rule.where:
         entry["source"] = fault.rule.where
-    for name in sorted(PARAMETERS[fault.kind] - {"text"}):
+    kind = FAULT_KINDS[fault.kind]
+    for name in sorted(PARAMETERS[fault.kind] - kind.unlabelled):
         if fault.rule.parameter(name) is not None:
             entry[name] = fault.rule.parameter(name)
     return {**entry, **(details or {})}
-
-
-def with_label(result: SimulationResult, entry: dict[str, Any]) -> SimulationResult:
-    """A copy of RESULT whose _meta lists ENTRY among its faults."""
-    meta = dict(result.meta)
-    simulation = dict(meta.get(META_KEY) or {"simulated": True})
-    simulation["faults"] = [*simulation.get("faults", []), entry]
-    meta[META_KEY] = simulation
-    return replace(result, meta=meta)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp_sim.calls import META_KEY, Call, SimulationResult
+from mcp_sim.calls import Call, SimulationResult
 from mcp_sim.rehearsal.ledger import Ledger, LedgerError
 
 logger = logging.getLogger(__name__)
@@ -21,20 +21,19 @@ class LedgerRecorder:
         self.ledger = ledger
 
     def observed(self, call: Call, result: SimulationResult, source: str) -> None:
-        simulation: dict[str, Any] = result.meta.get(META_KEY) or {}
+        simulation = result.simulation
         try:
             self.ledger.record(annotations=call.tool.annotations, world=call.world.name, tool=call.tool.name,
                                arguments=call.arguments, is_error=result.is_error, result=_clipped(result.text),
-                               structured=result.structured, faults=applied_faults(simulation),
-                               latency_ms=simulation.get("latency_ms"), source=source,
-                               state=simulation.get("state"))
+                               structured=result.structured, faults=applied_faults(simulation.faults),
+                               latency_ms=simulation.latency_ms, source=source, state=simulation.state)
         except LedgerError as exc:  # the call itself succeeded; a lost entry is loud, not fatal to the agent
             logger.error("ledger entry for %s lost: %s", call.tool.name, exc)
 
 
-def applied_faults(simulation: dict[str, Any]) -> list[str]:
+def applied_faults(labels: list[dict[str, Any]]) -> list[str]:
     """The kinds of the faults that changed this call (a label noting "not applied" does not count)."""
-    return [entry["kind"] for entry in simulation.get("faults", [])
+    return [entry["kind"] for entry in labels
             if not str(entry.get("note", "")).startswith("not applied")]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
+from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.errors import EngineError
 
 
@@ -28,6 +28,10 @@ class ReplayOnlyEngine:
     @property
     def context_size(self) -> int:
         return self._context_size
+
+    def identity(self) -> EngineIdentity:
+        # The file when it is here; else nothing, and the cache's record for model_name decides.
+        return EngineIdentity(model_file=self.model_path)
 
     def load(self) -> None:
         pass

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from mcp_sim.engines.base import Engine
-from mcp_sim.errors import McpSimError
+from mcp_sim.engines.registry import engine_kind
+from mcp_sim.engines.settings import EngineSettings
+from mcp_sim.models.settings import Prepared, sim_options
 from mcp_sim.rehearsal.cache import ResponseCache, json_digest
 from mcp_sim.rehearsal.cassettes import Cassette
 from mcp_sim.rehearsal.fixtures import FixtureSet
+from mcp_sim.rehearsal.parts import RehearsalParts
 from mcp_sim.rehearsal.replay_engine import ReplayOnlyEngine
 from mcp_sim.rehearsal.settings import RehearsalSettings
 from mcp_sim.rehearsal.sources import (
@@ -22,11 +24,8 @@ from mcp_sim.rehearsal.sources import (
     FixtureSource,
     options_digest,
 )
-from mcp_sim.simulator import Simulator
-
-if TYPE_CHECKING:
-    from mcp_sim.models.registry import Manifest
-    from mcp_sim.models.settings import EngineSettings, Prepared
+from mcp_sim.simulator import SimOptions
+from mcp_sim.specs import Catalog
 
 logger = logging.getLogger(__name__)
 
@@ -40,43 +39,40 @@ def never_asks_model(settings: RehearsalSettings) -> bool:
     return settings.replay_only or settings.strict
 
 
-def attach_replay(simulator: Simulator, settings: RehearsalSettings) -> None:
-    """Add the fixture, cassette and cache sources (and the cache's recorder) that SETTINGS ask for."""
-    fixtures = FixtureSet(fixture for tool in simulator.catalog.tools.values() for fixture in tool.fixtures)
+def replay_parts(catalog: Catalog, engine: Engine, options: SimOptions, settings: RehearsalSettings,
+                 parts: RehearsalParts) -> None:
+    """Add to PARTS the fixture, cassette and cache sources (and the cache's recorder) that SETTINGS ask for."""
+    fixtures = FixtureSet(fixture for tool in catalog.tools.values() for fixture in tool.fixtures)
     if len(fixtures):
-        simulator.sources.append(FixtureSource(fixtures))
+        parts.sources.append(FixtureSource(fixtures))
     if settings.replay:
-        simulator.sources.append(CassetteSource(Cassette.load(settings.replay)))
+        parts.sources.append(CassetteSource(Cassette.load(settings.replay)))
     if settings.cache is not None:
-        _attach_cache(simulator, settings, settings.cache)
-    simulator.replay_only = simulator.replay_only or never_asks_model(settings)
+        _cache_parts(engine, options, settings, settings.cache, parts)
+    parts.replay_only = parts.replay_only or never_asks_model(settings)
 
 
-def _attach_cache(simulator: Simulator, settings: RehearsalSettings, path: Path) -> None:
+def _cache_parts(engine: Engine, options: SimOptions, settings: RehearsalSettings, path: Path,
+                 parts: RehearsalParts) -> None:
     replaying = never_asks_model(settings)
     # A replay only reads: a mistyped path is an error, not a new empty cache that misses every call.
     cache = ResponseCache(path, create=not replaying)
     model_name = settings.model or DEFAULT_MODEL_NAME
-    keys = CacheKeys(_model_hash(simulator.engine, cache, model_name),
-                     options_digest(simulator.options, simulator.engine.context_size))
-    simulator.sources.append(CacheSource(cache, keys))
+    keys = CacheKeys(_model_hash(engine, cache, model_name), options_digest(options, engine.context_size))
+    parts.sources.append(CacheSource(cache, keys))
     if not replaying:
-        simulator.observers.append(CacheRecorder(cache, keys, model_name))
+        parts.observers.append(CacheRecorder(cache, keys, model_name))
 
 
 def _model_hash(engine: Engine, cache: ResponseCache, model_name: str) -> str | None:
-    """Which model answers: the content hash of its file, else what the cache recorded for its name."""
-    from mcp_sim.engines.llama import LlamaEngine
-    from mcp_sim.engines.pool import EnginePool
-
-    if isinstance(engine, EnginePool):
-        engine = engine.engines[0]
-    if isinstance(engine, LlamaEngine | ReplayOnlyEngine) and engine.model_path is not None:
-        return cache.model_fingerprint(engine.model_path)
-    if isinstance(engine, ReplayOnlyEngine):
-        return _recorded_hash(cache, model_name)
-    # A model served elsewhere (--engine openai): its name is all that is known of it.
-    return json_digest({"engine": type(engine).__name__, "model": engine.name})
+    """Which model answers: the content hash of its file, else a description of it, else what the cache
+    recorded for its name."""
+    identity = engine.identity()
+    if identity.model_file is not None:
+        return cache.model_fingerprint(identity.model_file)
+    if identity.described:
+        return json_digest(identity.described)
+    return _recorded_hash(cache, model_name)
 
 
 def _recorded_hash(cache: ResponseCache, model_name: str) -> str | None:
@@ -92,28 +88,10 @@ def _recorded_hash(cache: ResponseCache, model_name: str) -> str | None:
 def prepare_replay(settings: EngineSettings) -> Prepared:
     """The engine stand-in and options of a run that never asks the model: nothing is loaded or
     downloaded, and an absent model file is no error (the cache knows which file answered)."""
-    from mcp_sim.models.settings import Prepared, sim_options
-
-    path, manifest = _local_model(settings)
-    options, ctx = sim_options(settings, manifest)
+    # The model file if it is on this machine, and its manifest (which decides options, so a cache key).
+    choice = engine_kind(settings.engine).offline_choice(settings)
+    options, ctx = sim_options(settings, choice.manifest)
     model_name = settings.model or DEFAULT_MODEL_NAME
     # Named for what answers: no model is loaded, so _meta and the logs must not name one.
-    engine = ReplayOnlyEngine(REPLAY_ENGINE_NAME, ctx, model_name, path)
-    return Prepared(engine, options, manifest)
-
-
-def _local_model(settings: EngineSettings) -> tuple[Path | None, Manifest | None]:
-    """The model file if it is on this machine, and its manifest (which decides options, so a cache key)."""
-    from mcp_sim.models.hub import DEFAULT_MODEL, find_manifest_for_file, resolve
-    from mcp_sim.models.registry import find_manifest
-
-    if settings.engine != "llama":
-        return None, find_manifest(settings.model) if settings.model else None
-    try:
-        resolved = resolve(settings.model, download=False)
-    except McpSimError:
-        spec = settings.model
-        if spec is None:
-            return None, find_manifest(DEFAULT_MODEL)
-        return None, find_manifest(spec.partition(":")[0]) or find_manifest_for_file(Path(spec).name)
-    return resolved.path, resolved.manifest
+    engine = ReplayOnlyEngine(REPLAY_ENGINE_NAME, ctx, model_name, choice.path)
+    return Prepared(engine, options, choice.manifest)

@@ -1,16 +1,23 @@
-"""What the rehearsal options give a simulator: answer sources, observers and faults."""
+"""What the rehearsal options give a simulator: answer sources, observers and faults, as RehearsalParts."""
 
 from __future__ import annotations
 
-from mcp_sim.rehearsal.bad_day_setup import attach_bad_day
-from mcp_sim.rehearsal.replay_setup import attach_replay
+from mcp_sim.engines.base import Engine
+from mcp_sim.model_answer import ModelAnswerer
+from mcp_sim.rehearsal.bad_day_setup import bad_day_parts
+from mcp_sim.rehearsal.parts import RehearsalParts
+from mcp_sim.rehearsal.replay_setup import replay_parts
 from mcp_sim.rehearsal.settings import RehearsalSettings
-from mcp_sim.simulator import Simulator
+from mcp_sim.simulator import SimOptions
+from mcp_sim.specs import Catalog
 
-__all__ = ["RehearsalSettings", "attach"]  # the settings live in settings.py, which the attach_* modules import
+__all__ = ["RehearsalParts", "RehearsalSettings", "rehearsal_parts"]
 
 
-def attach(simulator: Simulator, settings: RehearsalSettings) -> None:
-    """Give `simulator` the sources, observers and faults that `settings` ask for."""
-    attach_replay(simulator, settings)
-    attach_bad_day(simulator, settings)  # --faults, x-sim.faults and --ledger
+def rehearsal_parts(catalog: Catalog, engine: Engine, options: SimOptions, model: ModelAnswerer,
+                    settings: RehearsalSettings) -> RehearsalParts:
+    """The sources, observers and faults that SETTINGS ask for, for a simulator not built yet."""
+    parts = RehearsalParts()
+    replay_parts(catalog, engine, options, settings, parts)
+    bad_day_parts(catalog, model, options.seed, settings, parts)  # --faults, x-sim.faults and --ledger
+    return parts

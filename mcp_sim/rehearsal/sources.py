@@ -14,29 +14,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_sim import prompt
-from mcp_sim.calls import META_KEY, Call, SimulationResult
+from mcp_sim.calls import Call, SimulationResult
 from mcp_sim.content import content_text, is_plain_text
 from mcp_sim.prompt import render_error, render_observation
 from mcp_sim.rehearsal.cache import CacheError, ResponseCache, cache_key, json_digest
 from mcp_sim.rehearsal.canonical import canonical_json
 from mcp_sim.rehearsal.cassettes import Cassette, RecordedCall
 from mcp_sim.rehearsal.fixtures import FixtureSet
+from mcp_sim.result import SimulationMeta
 from mcp_sim.specs import ToolSpec
 
 logger = logging.getLogger(__name__)
 
-# A fault hook that changes a model answer marks it with this key in _meta["mcp-sim/simulation"]: such an
-# answer is not the model's and is never cached.
-FAULT_META = "faults"  # the labels mcp_sim.rehearsal.fault_hook puts there
-
-
 def _answer(tool: ToolSpec, text: str, structured: dict[str, Any] | None, is_error: bool,
-            meta: dict[str, Any], content: list[dict[str, Any]] | None = None,
+            meta: SimulationMeta, content: list[dict[str, Any]] | None = None,
             result_meta: dict[str, Any] | None = None) -> SimulationResult:
     """An answer recorded in the world's history in the form the model's own answers take."""
     observation = render_error(text, tool.output_schema is not None) if is_error else \
         render_observation(structured, text)
-    return SimulationResult(text, structured, is_error, meta=meta, observation=observation, content=content,
+    return SimulationResult(text, structured, is_error, simulation=meta, observation=observation, content=content,
                             result_meta=result_meta)
 
 
@@ -53,11 +49,12 @@ class FixtureSource:
                                      call_number=call.number, seed=call.seed, client=call.client)
         if found is None:
             return None
-        meta = {"fixture": found.fixture.where}
+        details = {"fixture": found.fixture.where}
         if found.is_error and not found.fixture.is_error:  # filled, it broke the outputSchema: a spec bug
-            return SimulationResult(found.text, is_error=True, meta={**meta, "stage": "fixture"})
-        return _answer(call.tool, found.text, found.structured, found.is_error, meta, found.content,
-                       found.fixture.result_meta)
+            return SimulationResult(found.text, is_error=True,
+                                    simulation=SimulationMeta(stage="fixture", details=details))
+        return _answer(call.tool, found.text, found.structured, found.is_error, SimulationMeta(details=details),
+                       found.content, found.fixture.result_meta)
 
 
 class CassetteSource:
@@ -78,14 +75,14 @@ class CassetteSource:
         if played >= len(recorded):
             return None
         real = recorded[played]
-        meta: dict[str, Any] = {"cassette": real.origin}
+        details: dict[str, Any] = {"cassette": real.origin}
         if real.protocol_error is not None:
-            meta["protocol_error"] = real.protocol_error
+            details["protocol_error"] = real.protocol_error
         # Replayed byte for byte: every block (images, resources, annotations) and the recorded _meta.
         content = None if not real.content or is_plain_text(real.content) else real.content
         text = real.text if content is None else content_text(content)
         recorded_meta = real.result.get("_meta")
-        return SimulationResult(text, real.structured, real.is_error, meta=meta,
+        return SimulationResult(text, real.structured, real.is_error, simulation=SimulationMeta(details=details),
                                 observation=real.turn().observation, content=content,
                                 result_meta=recorded_meta if isinstance(recorded_meta, dict) else None)
 
@@ -165,7 +162,8 @@ class CacheRecorder:
         self.model_name = model_name
 
     def observed(self, call: Call, result: SimulationResult, source: str) -> None:
-        if source != "model" or result.observation is None or result.meta.get(META_KEY, {}).get(FAULT_META):
+        # An answer a fault changed is not the model's: never cached.
+        if source != "model" or result.observation is None or result.simulation.faults:
             return
         key = self.keys.key(call)
         if key is None or self.keys.model_hash is None:
@@ -186,12 +184,12 @@ def result_bytes(result: SimulationResult) -> bytes:
     return json.dumps(document, ensure_ascii=False).encode()
 
 
-def result_from_bytes(tool: ToolSpec, data: bytes, meta: dict[str, Any]) -> SimulationResult:
+def result_from_bytes(tool: ToolSpec, data: bytes, details: dict[str, Any]) -> SimulationResult:
     """A stored result, answered again; only simulated tool failures are stored as errors."""
     document = json.loads(data)
     text = "\n".join(block.get("text", "") for block in document.get("content", []) if block.get("type") == "text")
     is_error = bool(document.get("isError"))
     result = _answer(tool, text, document.get("structuredContent"), is_error,
-                     {**meta, "simulated_error": True} if is_error else meta)
+                     SimulationMeta(simulated_error=is_error, details=details))
     result.no_content = not document.get("content")
     return result

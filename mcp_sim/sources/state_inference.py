@@ -211,7 +211,7 @@ def _key_argument(inputs: dict[str, Any], one: str, for_create: bool) -> str | N
     names = CREATE_KEY_NAMES if for_create else KEY_NAMES
     for name in (f"{one}_id", f"{one}Id", "id", f"{one}_name", f"{one}Name", *names):
         if _type(inputs.get(name)) in ("string", "integer", "number", None) and name in inputs:
-            return name
+            return str(name)
     return None
 
 

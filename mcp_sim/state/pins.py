@@ -67,7 +67,8 @@ def pin_schema(schema: dict[str, Any], pins: Pins) -> dict[str, Any]:
             parent = _require(object_branch(parent) or parent, part)
         shape = object_branch(parent) or parent
         _require(shape, parts[-1], replace=_pinned_node(shape.get("properties", {}).get(parts[-1]), value))
-    return pinned
+    result: dict[str, Any] = pinned
+    return result
 
 
 def _require(parent: dict[str, Any], name: str, replace: Any = None) -> Any:

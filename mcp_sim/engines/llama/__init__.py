@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_sim import defaults
-from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
+from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.engines.llama.batch import BatchDecoder
 from mcp_sim.engines.llama.batch_job import Codec, Job
 from mcp_sim.engines.llama.build import build_info, default_threads, gpu_offload_supported
@@ -99,6 +99,9 @@ class LlamaEngine:
     @property
     def context_size(self) -> int:
         return self.n_ctx
+
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(model_file=self.model_path)  # the file's content, whatever it is called
 
     def load(self) -> None:
         """Load the model now (servers do this at startup so a bad file fails fast)."""

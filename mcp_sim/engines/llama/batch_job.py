@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from mcp_sim.engines.base import Generation, GenerationRequest
 from mcp_sim.engines.llama.sampling import LazyGrammarSampler, cut_at_stop, hits_stop
 from mcp_sim.engines.llama.slots import Slot
-from mcp_sim.engines.llama.thinking import THINK_CLOSE, closing_suffix, reasoning_of, thought_tail
+from mcp_sim.engines.llama.thinking import closing_suffix, reasoning_of, thought_tail
+from mcp_sim.reasoning import THINK_CLOSE
 
 logger = logging.getLogger(__name__)
 

@@ -141,7 +141,8 @@ def _value(handle: BinaryIO, kind: int) -> int | float | bool | str:
         return _string(handle)
     if kind not in _SCALARS:
         raise struct.error(f"unknown metadata type {kind}")
-    return _unpack(handle, _SCALARS[kind])
+    value: int | float | bool | str = _unpack(handle, _SCALARS[kind])
+    return value
 
 
 def _skip_array(handle: BinaryIO) -> int:

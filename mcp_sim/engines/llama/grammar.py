@@ -29,7 +29,7 @@ class GrammarCache:
     def _get(self, key: str, json_schema: dict[str, Any]) -> Any:
         grammar = self._grammars.get(key)
         if grammar is None:
-            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import LlamaGrammar
 
             # The converter prints the grammar to stdout, which is the protocol channel on stdio.
             with contextlib.redirect_stdout(io.StringIO()):

@@ -138,11 +138,11 @@ class PrefixCache:
         for end, key in targets:
             while llama.n_tokens < end:
                 if cancel.is_set():
-                    return llama.n_tokens - start
+                    return int(llama.n_tokens - start)
                 llama.eval(tokens[llama.n_tokens: min(end, llama.n_tokens + PREFILL_CHUNK)])
             if key:
                 self.states.put(key, self.snapshot())
-        return llama.n_tokens - start
+        return int(llama.n_tokens - start)
 
     def snapshot(self) -> Snapshot:
         return save_sequence(self._llama._ctx.ctx, 0, self._llama._input_ids.tolist())
