@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mcp_sim.calls import CallObserver
+from mcp_sim.calls import AnswerSource, CallObserver
 from mcp_sim.engines.base import Engine
 from mcp_sim.engines.counting import count_text
 from mcp_sim.engines.settings import EngineSettings
@@ -36,6 +36,7 @@ class AppSettings:
     rehearsal: RehearsalSettings = field(default_factory=RehearsalSettings)
     load: bool = True  # load the model now; a warm start loads it later, in the background
     observers: Sequence[CallObserver] = ()  # more observers of every settled call (the fixture's journal)
+    sources: Sequence[AnswerSource] = ()  # answer sources asked before the rehearsal's (eval's real results)
 
 
 def build_simulator(catalog: Catalog, settings: AppSettings, worlds: Worlds | None = None,
@@ -49,7 +50,8 @@ def build_simulator(catalog: Catalog, settings: AppSettings, worlds: Worlds | No
     fits = fit_catalog(catalog, prepared.engine, prepared.options)
     if on_fits is not None:
         on_fits(fits)
-    simulator = assemble(catalog, prepared.engine, prepared.options, worlds, settings.rehearsal, settings.observers)
+    simulator = assemble(catalog, prepared.engine, prepared.options, worlds, settings.rehearsal, settings.observers,
+                         settings.sources)
     if not replaying:
         for tool, reason in simulator.grammar_fallbacks().items():
             logger.warning("tool %s: its outputSchema cannot be enforced while decoding (%s); answers are "
@@ -60,14 +62,15 @@ def build_simulator(catalog: Catalog, settings: AppSettings, worlds: Worlds | No
 
 
 def assemble(catalog: Catalog, engine: Engine, options: SimOptions | None = None, worlds: Worlds | None = None,
-             rehearsal: RehearsalSettings | None = None, observers: Sequence[CallObserver] = ()) -> Simulator:
+             rehearsal: RehearsalSettings | None = None, observers: Sequence[CallObserver] = (),
+             sources: Sequence[AnswerSource] = ()) -> Simulator:
     """A simulator over CATALOG and a ready ENGINE (any Engine: a test's, a benchmark's), with what REHEARSAL
-    asks for: sources and the cache, the ledger, faults."""
+    asks for: sources and the cache, the ledger, faults; SOURCES are asked first."""
     options = options or SimOptions()
     worlds = worlds or Worlds(catalog.scenarios, catalog.default_scenario)
     model = ModelAnswerer(engine, options, worlds)
     parts = rehearsal_parts(catalog, engine, options, model, rehearsal or RehearsalSettings())
-    return Simulator(catalog, engine, options, worlds, sources=parts.sources,
+    return Simulator(catalog, engine, options, worlds, sources=[*sources, *parts.sources],
                      observers=[*parts.observers, *observers], faults=parts.faults, replay_only=parts.replay_only,
                      model=model)
 

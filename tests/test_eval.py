@@ -15,7 +15,7 @@ from mcp import Client
 
 from mcp_sim.cli.fidelity import _progress
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.fidelity.evaluate import SimulatorResponder, StepResult
+from mcp_sim.fidelity.evaluate import RealResults, SimulatorResponder, StepResult
 from mcp_sim.fidelity.scoring import Observation, score_step
 from mcp_sim.fidelity.traces import read_traces
 from mcp_sim.simulator import SimOptions, Simulator
@@ -107,7 +107,7 @@ def test_mirror_record_learn_eval_against_the_real_server(name: str, tmp_path: P
 def time_simulator(model_path: Path) -> Simulator:
     engine = LlamaEngine(model_path, n_ctx=4096, n_threads=1)
     return Simulator(load_catalog([TRACES / "time.yaml"]), engine,
-                     SimOptions(max_tokens=96, expose_prompt=True))
+                     SimOptions(max_tokens=96, expose_prompt=True), sources=[RealResults()])
 
 
 def prompt_of(simulator: Simulator, session: str, tool: str, arguments: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mcp_sim.fidelity.evaluate import ReplayResponder, SimulatorResponder, StepResult, evaluate
+from mcp_sim.fidelity.evaluate import RealResults, ReplayResponder, SimulatorResponder, StepResult, evaluate
 from mcp_sim.fidelity.report import markdown, summarize, write_report
 from mcp_sim.fidelity.scoring import (
     METRICS,
@@ -273,7 +273,7 @@ def test_teacher_forcing_puts_the_real_results_into_the_live_state_too() -> None
     with them, not with what the simulator would have said (the model is never asked for those reads)."""
     bench = Path(__file__).resolve().parent.parent / "tool_specs" / "fidelity"
     engine = ScriptedEngine()  # no answers: a model call would fail the step
-    sim = Simulator(load_catalog([bench / "redis.yaml"]), engine, SimOptions(attempts=1))
+    sim = Simulator(load_catalog([bench / "redis.yaml"]), engine, SimOptions(attempts=1), sources=[RealResults()])
     records = [r for r in read_traces([bench / "redis.jsonl"]) if r.session == "redis-eval-1"]
     steps = {step.step: step for step in evaluate(records, SimulatorResponder(sim), sim.catalog.tools, ["forced"])}
     assert steps[3].simulated.text == "Alice" and steps[3].scores.state == 1.0

@@ -199,7 +199,7 @@ def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_di
                  only_sessions: tuple[str, ...], max_steps: int | None, rel_tol: float, use_judge: bool,
                  judge_model: str | None, **engine: Any) -> None:
     """Replay recorded TRACES against the simulator and score its fidelity per tool."""
-    from mcp_sim.fidelity.evaluate import MODES, SimulatorResponder, evaluate
+    from mcp_sim.fidelity.evaluate import MODES, RealResults, SimulatorResponder, evaluate
     from mcp_sim.fidelity.report import markdown, summarize, write_report
     from mcp_sim.fidelity.traces import TraceError, read_traces
     from mcp_sim.specs import load_catalog
@@ -207,7 +207,7 @@ def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_di
     records = _select(read_traces(list(traces)), only_sessions, max_steps)
     if not records:
         raise TraceError("no recorded calls to replay (check --session and the trace files)")
-    simulator = build_simulator(load_catalog(list(spec_paths)), **engine)
+    simulator = build_simulator(load_catalog(list(spec_paths)), sources=[RealResults()], **engine)
     judge = _judge(simulator.engine, judge_model, engine) if use_judge else None
     modes = MODES if mode == "both" else (mode,)
     with _progress(len(records) * len(modes)) as advance:

@@ -4,7 +4,7 @@ simulator from them."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from mcp_sim.engines.registry import ENGINES, engine_names
 from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
+    from mcp_sim.calls import AnswerSource
     from mcp_sim.prompt_budget import SpecFit
     from mcp_sim.rehearsal.settings import RehearsalSettings
     from mcp_sim.simulator import Simulator
@@ -169,11 +170,11 @@ def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None,
 
 def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,
                     load: bool = True, on_fits: Callable[[list[SpecFit]], None] | None = None,
-                    **engine: Any) -> Simulator:
+                    sources: Sequence[AnswerSource] = (), **engine: Any) -> Simulator:
     """mcp_sim.app.build_simulator from a command's engine options (keyword arguments, as click gives them)."""
     from mcp_sim import app
     from mcp_sim.models.settings import EngineSettings
     from mcp_sim.rehearsal.settings import RehearsalSettings
 
-    settings = app.AppSettings(EngineSettings(**engine), rehearsal or RehearsalSettings(), load=load)
+    settings = app.AppSettings(EngineSettings(**engine), rehearsal or RehearsalSettings(), load=load, sources=sources)
     return app.build_simulator(catalog, settings, worlds, on_fits)

@@ -45,7 +45,7 @@ class Responder(Protocol):
         ...
 
 
-class _RealResults:
+class RealResults:
     """An answer source that gives a world the real result it is handed, once: teacher forcing goes through
     the simulator's own call path, so the real result lands in the history and in the live state alike
     (a state-answered read must agree with the real history beside it)."""
@@ -69,8 +69,11 @@ class SimulatorResponder:
 
     def __init__(self, simulator: Simulator):
         self.simulator = simulator
-        self._real = _RealResults()
-        simulator.sources.insert(0, self._real)
+        real = next((source for source in simulator.sources if isinstance(source, RealResults)), None)
+        if real is None:
+            raise ValueError("teacher forcing hands the real results to the simulator: build it with "
+                             "sources=[RealResults()] (mcp_sim.fidelity.evaluate) first")
+        self._real = real
 
     def respond(self, session_id: str, record: TraceRecord) -> Observation:
         try:
