@@ -58,7 +58,10 @@ class LogLevels:
 
     def allows(self, ctx: RequestContext, level: str) -> bool:
         """Until the client sets a level, every message goes out (the spec leaves the default to the server)."""
-        minimum = self._levels.get(connection_of(ctx))
+        return self.allows_connection(connection_of(ctx), level)
+
+    def allows_connection(self, connection: object, level: str) -> bool:
+        minimum = self._levels.get(connection)
         return minimum is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(minimum)
 
 

@@ -21,7 +21,6 @@ import anyio.from_thread
 import anyio.to_thread
 import mcp_types as types
 from mcp.server import ServerRequestContext
-from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
@@ -30,17 +29,17 @@ from mcp_sim import __version__, defaults
 from mcp_sim.call_interactions import (
     ClientRefused,
     InputRequired,
-    LogLevels,
     ask_client,
     connection_of,
     send_notifications,
     shaped,
 )
+from mcp_sim.capabilities import advertised
 from mcp_sim.content import content_text
 from mcp_sim.errors import BusyError, EngineError, McpSimError, ProtocolFault
 from mcp_sim.resource_server import surface_handlers, written_uri
 from mcp_sim.scheduler import FairScheduler
-from mcp_sim.server_features import Subscriptions, completion_handler, logging_handler
+from mcp_sim.server_features import AdvertisingServer, Peers, completion_handler, file_features, logging_handler
 from mcp_sim.simulator import META_KEY, SimulationResult, Simulator, UnknownToolError
 from mcp_sim.specs import ToolSpec
 from mcp_sim.worlds.routing import choose_world
@@ -65,18 +64,21 @@ HEARTBEAT_S = 5.0
 
 def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
                   scheduler: FairScheduler | None = None, expose_world: bool = False,
-                  warmup: Warmup | None = None) -> Server:
+                  warmup: Warmup | None = None, peers: Peers | None = None,
+                  list_changed: bool = False) -> AdvertisingServer:
     """An MCP server over `simulator`.
 
     `world_scope` "server" puts every call that names no world into the default world, legacy HTTP sessions
     included. `scheduler` admits calls to the model fairly across worlds (default: one slot, 64 waiting).
     `expose_world` publishes the calling world's scenario and history as the resource `sim://world`.
     `warmup`, while the model loads in the background, holds calls until it is ready.
+    `peers` (log levels, subscriptions, connections) outlive the server when `serve --reload` rebuilds it;
+    `list_changed` advertises that the lists may change (and the connections hear when they do).
     """
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
-    levels = LogLevels()
-    subscriptions = Subscriptions()
+    peers = peers or Peers()
+    levels, subscriptions = peers.levels, peers.subscriptions
 
     pages = tool_pages(simulator.catalog.tools.values())
 
@@ -132,10 +134,14 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
                     **completion_handler(simulator.catalog,
                                          lambda ctx, name: simulator.known_keys(world_of(ctx)[0], name)),
                     **subscriptions.handlers(world_of))
+    # ...unless its specs say which it has (server.capabilities, copied by mirror): mcp_sim.capabilities.
+    said = advertised(file_features(simulator.catalog), list_changed)
     with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; 2025-11-25 clients still use it
         warnings.simplefilter("ignore")
-        server = Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                        on_call_tool=call_tool, **handlers)
+        server = AdvertisingServer(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                                   on_call_tool=call_tool, **said.keep(handlers, world_resource=expose_world))
+    server.advertised = said
+    server.middleware.append(peers.connections.middleware)
     # Stateless calls carry their earlier answers in requestState: sealed, so a client cannot forge them.
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name))
     return server
