@@ -118,7 +118,9 @@ def advertised(files: Iterable[FileFeatures], list_changed: bool = False) -> Adv
 
 
 def capabilities_document(capabilities: Any) -> dict[str, Any]:
-    """A live server's ServerCapabilities as a spec's `server.capabilities` (camelCase, unset fields left out,
-    only what a spec declares)."""
-    dumped = capabilities.model_dump(by_alias=True, exclude_none=True, mode="json")
-    return json.loads(json.dumps({key: value for key, value in dumped.items() if key in DECLARABLE}))
+    """A live server's ServerCapabilities as a spec's `server.capabilities`: camelCase, unset fields left out,
+    everything else kept (what `serve` does not advertise, such as tasks, still records the real server)."""
+    if capabilities is None:
+        return {}
+    dumped: dict[str, Any] = json.loads(capabilities.model_dump_json(by_alias=True, exclude_none=True))
+    return dumped
