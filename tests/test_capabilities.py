@@ -21,10 +21,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDepr
 TOOL = "tools: [{name: ping, inputSchema: {type: object}}]\n"
 
 
-def served(tmp_path: Path, text: str, **options: bool) -> Client:
+def served(tmp_path: Path, text: str, list_changed: bool = False) -> Client:
     path = tmp_path / "spec.yaml"
     path.write_text(text)
-    return Client(create_server(Simulator(load_catalog([path]), ScriptedEngine()), **options), mode="legacy")
+    return Client(create_server(Simulator(load_catalog([path]), ScriptedEngine()), list_changed=list_changed),
+                  mode="legacy")
 
 
 async def test_a_spec_declares_what_its_server_has(tmp_path: Path) -> None:
