@@ -32,3 +32,6 @@ class SimulationResult:
     content: list[dict[str, Any]] | None = None
     # _meta keys of the result besides mcp-sim's own (a fixture's or a recorded result's), sent as they are.
     result_meta: dict[str, Any] | None = None
+    # What a recorded call's server sent the client during it (a cassette's `interactions`), sent again
+    # before the result (mcp_sim.call_interactions.replay_interactions).
+    interactions: list[dict[str, Any]] | None = None

@@ -31,6 +31,7 @@ from mcp_sim.call_interactions import (
     InputRequired,
     ask_client,
     connection_of,
+    replay_interactions,
     send_notifications,
     shaped,
 )
@@ -119,6 +120,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
             stage = "queue" if isinstance(exc, BusyError) else "engine"
             result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": stage,
                                                                                "world": world}})
+        if result.interactions:  # a cassette's: what the real server sent during the recorded call
+            await replay_interactions(ctx, result.interactions, levels)
         result = shaped(result, interactions)
         if result.observation is not None and not result.is_error:
             await subscriptions.changed(world, tool, lambda uri: written_uri(simulator, uri))
