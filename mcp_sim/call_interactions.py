@@ -281,6 +281,13 @@ async def _replay_request(ctx: RequestContext, method: str, params: dict[str, An
                                        metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
 
 
+async def close_stream(ctx: RequestContext) -> None:
+    """End the call's SSE stream (x-sim closeStream); the SDK gives the means only on streamable HTTP with an
+    event store and a client of 2025-11-25 or later, which can resume. Elsewhere nothing happens."""
+    if ctx.close_sse_stream is not None:
+        await ctx.close_sse_stream()
+
+
 def shaped(result: SimulationResult, interactions: Interactions) -> SimulationResult:
     """The model's (or cache's) text answer in the content blocks the tool declares it returns."""
     if interactions.content is None or result.content is not None or result.is_error or result.no_content:

@@ -9,6 +9,7 @@ returns, the notifications it sends while it runs, and the requests it sends the
       elicit: {message: "{{arguments.message}}", requestedSchema: {type: object, properties: {...}}}
       sample: {prompt: "{{arguments.prompt}}", maxTokens: 100}     # sampling/createMessage
       roots: true                                                    # roots/list
+      closeStream: true      # HTTP: end the call's SSE stream before answering; the client resumes (SEP-1699)
 
 `key` in elicit or sample names the request in a stateless call's InputRequiredResult (default: elicitation,
 sampling; roots are always `roots`).
@@ -27,7 +28,7 @@ from pydantic import ValidationError
 from mcp_sim.content import block_problems
 from mcp_sim.schemas import model_problems
 
-INTERACTION_FIELDS = {"content", "notifications", "elicit", "sample", "roots"}
+INTERACTION_FIELDS = {"content", "notifications", "elicit", "sample", "roots", "closeStream"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_FIELDS = {"level", "data", "logger", "delayMs"}
 PROGRESS_FIELDS = {"progress", "total", "message", "delayMs"}
@@ -57,6 +58,9 @@ class Interactions:
     # The keys of the elicitation and sampling requests in a stateless call's InputRequiredResult.
     keys: dict[str, str] = field(default_factory=lambda: {"elicitation": "elicitation", "sampling": "sampling",
                                                           "roots": "roots"})
+    # Close the call's SSE stream before answering (streamable HTTP, 2025-11-25 clients): the client reconnects
+    # with Last-Event-ID and is sent the result then, as a server that polls does.
+    close_stream: bool = False
 
     @property
     def asks_client(self) -> bool:
@@ -75,6 +79,9 @@ def parse_interactions(raw: dict[str, Any], where: str, problems: list[str]) -> 
     roots = raw.get("roots", False)
     if not isinstance(roots, bool):
         problems.append(f"{where}/x-sim/roots: must be true or false")
+    close_stream = raw.get("closeStream", False)
+    if not isinstance(close_stream, bool):
+        problems.append(f"{where}/x-sim/closeStream: must be true or false")
     keys = {"elicitation": "elicitation", "sampling": "sampling", "roots": "roots"}
     for kind, declared in (("elicitation", raw.get("elicit")), ("sampling", raw.get("sample"))):
         key = declared.get("key", kind) if isinstance(declared, dict) else kind
@@ -83,7 +90,7 @@ def parse_interactions(raw: dict[str, Any], where: str, problems: list[str]) -> 
         keys[kind] = str(key)
     if len(problems) > before:
         return Interactions()
-    return Interactions(content, notifications, elicit, sample, bool(roots), keys)
+    return Interactions(content, notifications, elicit, sample, bool(roots), keys, bool(close_stream))
 
 
 def _notifications(raw: Any, where: str, problems: list[str]) -> list[Notification]:

@@ -30,6 +30,7 @@ from mcp_sim.call_interactions import (
     ClientRefused,
     InputRequired,
     ask_client,
+    close_stream,
     connection_of,
     replay_interactions,
     send_notifications,
@@ -105,6 +106,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
             client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses,
                                       params.request_state) if interactions.asks_client else None
             await send_notifications(ctx, interactions.notifications, levels)
+            if interactions.close_stream:
+                await close_stream(ctx)
             # A call waits for the model and its own spec's system prompt, never for the other specs'.
             warm = nullcontext() if warmup is None else warmup.call(_spec_source(tool), progress)
             async with progress.heartbeat(), warm, scheduler.slot(world):
