@@ -10,6 +10,7 @@ returns, the notifications it sends while it runs, and the requests it sends the
       sample: {prompt: "{{arguments.prompt}}", maxTokens: 100}     # sampling/createMessage
       roots: true                                                    # roots/list
       closeStream: true      # HTTP: end the call's SSE stream before answering; the client resumes (SEP-1699)
+      logs: {count: 2, levels: [info, warning], logger: app}         # log lines the model writes (mcp_sim.model_logs)
 
 `key` in elicit or sample names the request in a stateless call's InputRequiredResult (default: elicitation,
 sampling; roots are always `roots`).
@@ -28,11 +29,13 @@ from pydantic import ValidationError
 from mcp_sim.content import block_problems
 from mcp_sim.schemas import model_problems
 
-INTERACTION_FIELDS = {"content", "notifications", "elicit", "sample", "roots", "closeStream"}
+INTERACTION_FIELDS = {"content", "notifications", "elicit", "sample", "roots", "closeStream", "logs"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_FIELDS = {"level", "data", "logger", "delayMs"}
 PROGRESS_FIELDS = {"progress", "total", "message", "delayMs"}
 ELICIT_FIELDS = {"message", "requestedSchema", "key"}
+MODEL_LOG_FIELDS = {"count", "levels", "logger"}
+MAX_MODEL_LOGS = 10
 SAMPLE_FIELDS = {"prompt", "messages", "maxTokens", "systemPrompt", "temperature", "stopSequences",
                  "modelPreferences", "includeContext", "metadata", "key"}
 
@@ -44,6 +47,15 @@ class Notification:
     kind: str  # "log" or "progress"
     params: dict[str, Any]  # level/data/logger, or progress/total/message
     delay_ms: int = 0  # waited before sending it
+
+
+@dataclass(frozen=True)
+class ModelLogs:
+    """Log messages the model writes for a call it answers: up to `count`, each at one of `levels`."""
+
+    count: int = 2
+    levels: tuple[str, ...] = ("info", "warning")
+    logger: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class Interactions:
     # Close the call's SSE stream before answering (streamable HTTP, 2025-11-25 clients): the client reconnects
     # with Last-Event-ID and is sent the result then, as a server that polls does.
     close_stream: bool = False
+    logs: ModelLogs | None = None  # the model writes log messages beside its answer
 
     @property
     def asks_client(self) -> bool:
@@ -88,9 +101,34 @@ def parse_interactions(raw: dict[str, Any], where: str, problems: list[str]) -> 
         if not isinstance(key, str) or not key:
             problems.append(f"{where}/x-sim/{'elicit' if kind == 'elicitation' else 'sample'}/key: must be a name")
         keys[kind] = str(key)
+    logs = _model_logs(raw.get("logs"), f"{where}/x-sim/logs", problems)
     if len(problems) > before:
         return Interactions()
-    return Interactions(content, notifications, elicit, sample, bool(roots), keys, bool(close_stream))
+    return Interactions(content, notifications, elicit, sample, bool(roots), keys, bool(close_stream), logs)
+
+
+def _model_logs(raw: Any, where: str, problems: list[str]) -> ModelLogs | None:
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        return ModelLogs()
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: must be true or {{count: N, levels: [info, warning], logger: NAME}}")
+        return None
+    for key in sorted(set(raw) - MODEL_LOG_FIELDS):
+        problems.append(f"{where}/{key}: unknown field (allowed: {', '.join(sorted(MODEL_LOG_FIELDS))})")
+    count = raw.get("count", ModelLogs.count)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_MODEL_LOGS:
+        problems.append(f"{where}/count: must be a whole number from 1 to {MAX_MODEL_LOGS}")
+    levels = raw.get("levels", list(ModelLogs.levels))
+    if not isinstance(levels, list) or not levels or any(level not in LOG_LEVELS for level in levels):
+        problems.append(f"{where}/levels: must be a list of {', '.join(LOG_LEVELS)}")
+        levels = list(ModelLogs.levels)
+    logger = raw.get("logger")
+    if logger is not None and not isinstance(logger, str):
+        problems.append(f"{where}/logger: must be text")
+    return ModelLogs(count if isinstance(count, int) else ModelLogs.count, tuple(dict.fromkeys(levels)),
+                     logger if isinstance(logger, str) else None)
 
 
 def _notifications(raw: Any, where: str, problems: list[str]) -> list[Notification]:

@@ -123,7 +123,7 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
             stage = "queue" if isinstance(exc, BusyError) else "engine"
             result = SimulationResult(str(exc), is_error=True, meta={META_KEY: {"simulated": True, "stage": stage,
                                                                                "world": world}})
-        if result.interactions:  # a cassette's: what the real server sent during the recorded call
+        if result.interactions:  # what a recorded call's server sent, or log lines the model wrote
             await replay_interactions(ctx, result.interactions, levels)
         result = shaped(result, interactions)
         if result.observation is not None and not result.is_error:
