@@ -4,7 +4,8 @@ The files are polled (their size and modification time, every `defaults.RELOAD_P
 listed again, so a new spec file in it is picked up). A change loads the whole catalog again and builds a
 server over it; its handlers then replace the running server's, so every connection, session and world goes
 on. Connections that can hear the server outside a request (stdio, 2025-11-25 HTTP sessions) are told
-`notifications/tools/list_changed` (and the resources or prompts one when those lists changed).
+`notifications/tools/list_changed` (and the resources or prompts one when those lists changed); stateless
+2026-07-28 clients hear the same events on their `subscriptions/listen` stream.
 
 A spec that no longer loads (a YAML error, a bad schema, a prompt too large for the context) changes nothing:
 the old catalog keeps serving, and the problems go to stderr and, as an `error` log message, to every
@@ -114,7 +115,7 @@ class SpecReloader:
         logger.warning("mcp-sim: reloaded %d tool(s) from %s", len(catalog.tools),
                        ", ".join(spec_set.source for spec_set in catalog.spec_sets))
         await self.peers.connections.list_changed(before.tools != after.tools, before.resources != after.resources,
-                                                  before.prompts != after.prompts)
+                                                  before.prompts != after.prompts, self.peers.bus)
         return True
 
     def _build(self) -> tuple[Catalog, AdvertisingServer]:

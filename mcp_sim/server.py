@@ -142,6 +142,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
                     **subscriptions.handlers(world_of))
     # ...unless its specs say which it has (server.capabilities, copied by mirror): mcp_sim.capabilities.
     said = advertised(file_features(simulator.catalog), list_changed)
+    if list_changed:  # 2026-07-28 clients hear list changes on a subscriptions/listen stream
+        handlers["on_subscriptions_listen"] = peers.listen
     with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; 2025-11-25 clients still use it
         warnings.simplefilter("ignore")
         server = AdvertisingServer(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,

@@ -22,6 +22,13 @@ import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 
 from mcp_sim.call_interactions import LogLevels, connection_of
 from mcp_sim.capabilities import Advertised, FileFeatures
@@ -153,9 +160,15 @@ class Connections:
     def __len__(self) -> int:
         return len(self._live)
 
-    async def list_changed(self, tools: bool, resources: bool, prompts: bool) -> None:
+    async def list_changed(self, tools: bool, resources: bool, prompts: bool,
+                           bus: InMemorySubscriptionBus | None = None) -> None:
         """notifications/{tools,resources,prompts}/list_changed to every connection (best effort: the SDK
-        drops one whose stream is gone)."""
+        drops one whose stream is gone), and the same events to the 2026-07-28 clients listening on BUS."""
+        if bus is not None:
+            for changed, event in ((tools, ToolsListChanged()), (resources, ResourcesListChanged()),
+                                   (prompts, PromptsListChanged())):
+                if changed:
+                    await bus.publish(event)
         for connection in list(self._live):
             if tools:
                 await connection.send_tool_list_changed()
@@ -180,6 +193,12 @@ class Peers:
     levels: LogLevels = field(default_factory=LogLevels)
     subscriptions: Subscriptions = field(default_factory=Subscriptions)
     connections: Connections = field(default_factory=Connections)
+    # Stateless 2026-07-28 clients hear list changes on a subscriptions/listen stream instead (serve --reload).
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    listen: ListenHandler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.listen = ListenHandler(self.bus)
 
 
 def file_features(catalog: Catalog) -> list[FileFeatures]:

@@ -13,6 +13,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.conftest import mcp_sim_command, start_http_server, stop, subprocess_env
 
@@ -87,8 +88,13 @@ async def test_http_serves_an_edited_spec_and_tells_the_session(tmp_path: Path) 
     process, url = start_http_server(str(spec), "--reload", "--replay-only")
     try:
         heard = Heard()
-        async with Client(url, mode="legacy", message_handler=heard.on_message) as client:
+        # A stateless 2026-07-28 client listens (subscriptions/listen) beside the 2025-11-25 session.
+        async with Client(url) as modern, modern.listen(tools_list_changed=True) as subscription, \
+                Client(url, mode="legacy", message_handler=heard.on_message) as client:
+            assert modern.server_capabilities.tools is not None and modern.server_capabilities.tools.list_changed
             told = await edit_and_check(client, heard, spec)
+            with anyio.fail_after(10):
+                assert isinstance(await anext(aiter(subscription)), ToolsListChanged)
         assert f"{spec}: not valid YAML" in told and "still serving" in told
         port = url.split(":")[2].split("/")[0]
         log = sorted(Path(tempfile.gettempdir()).glob(f"mcp-sim-serve-{port}-*.log"))[-1].read_text()
