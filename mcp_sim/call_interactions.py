@@ -24,6 +24,8 @@ import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import TypeAdapter, ValidationError
 
 from mcp_sim.calls import SimulationResult
 from mcp_sim.content import content_text, fill_blocks
@@ -58,7 +60,10 @@ class LogLevels:
 
     def allows(self, ctx: RequestContext, level: str) -> bool:
         """Until the client sets a level, every message goes out (the spec leaves the default to the server)."""
-        minimum = self._levels.get(connection_of(ctx))
+        return self.allows_connection(connection_of(ctx), level)
+
+    def allows_connection(self, connection: object, level: str) -> bool:
+        minimum = self._levels.get(connection)
         return minimum is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(minimum)
 
 
@@ -227,6 +232,60 @@ async def send_notifications(ctx: RequestContext, notifications: list[Notificati
             return  # the client is gone
         except Exception:  # a notification is best effort; never fail a call for it
             logger.debug("notification failed", exc_info=True)
+
+
+_NOTIFICATION: TypeAdapter[types.ServerNotification] = TypeAdapter(types.ServerNotification)
+_REQUEST: TypeAdapter[types.ServerRequest] = TypeAdapter(types.ServerRequest)
+_CAPABILITY = {"sampling/createMessage": types.ClientCapabilities(sampling=types.SamplingCapability()),
+               "elicitation/create": types.ClientCapabilities(elicitation=types.ElicitationCapability()),
+               "roots/list": types.ClientCapabilities(roots=types.RootsCapability())}
+
+
+async def replay_interactions(ctx: RequestContext, events: list[dict[str, Any]], levels: LogLevels) -> None:
+    """What a recorded call's server sent the client (mcp_sim.fidelity.record_interactions), sent again in
+    order: log messages at the client's level, progress on the call's token, other notifications as recorded,
+    and requests (sampling, elicitation, roots) when the client can answer them. The client's answers do not
+    change the recorded result, which is replayed as it was; on the stateless protocol requests are left out."""
+    for event in events:
+        try:
+            if "notification" in event:
+                await _replay_notification(ctx, event["notification"], event.get("params") or {}, levels)
+            elif "request" in event and ctx.session.can_send_request:
+                await _replay_request(ctx, event["request"], event.get("params"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return  # the client is gone
+        except (MCPError, ValidationError) as exc:
+            logger.info("replaying a recorded %s: %s", event.get("notification") or event.get("request"), exc)
+        except Exception:  # best effort: the recorded result is what the call answers
+            logger.debug("replaying a recorded interaction failed", exc_info=True)
+
+
+async def _replay_notification(ctx: RequestContext, method: str, params: dict[str, Any], levels: LogLevels) -> None:
+    if method == "notifications/progress":
+        await ctx.session.report_progress(float(params.get("progress", 0)), params.get("total"), params.get("message"))
+        return
+    if method == "notifications/message" and not levels.allows(ctx, str(params.get("level", "info"))):
+        return
+    notification = _NOTIFICATION.validate_python({"method": method, "params": params} if params else {"method": method})
+    await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+
+async def _replay_request(ctx: RequestContext, method: str, params: dict[str, Any] | None) -> None:
+    capability = _CAPABILITY.get(method)
+    if capability is None or not _capable(ctx, capability):
+        return  # a real server would not ask a client that cannot answer (and a ping needs no replaying)
+    request = _REQUEST.validate_python({"method": method, **({"params": params} if params is not None else {})})
+    with warnings.catch_warnings():  # sampling and roots are deprecated as of 2026-07-28
+        warnings.simplefilter("ignore")
+        await ctx.session.send_request(request, types.Result,
+                                       metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+
+
+async def close_stream(ctx: RequestContext) -> None:
+    """End the call's SSE stream (x-sim closeStream); the SDK gives the means only on streamable HTTP with an
+    event store and a client of 2025-11-25 or later, which can resume. Elsewhere nothing happens."""
+    if ctx.close_sse_stream is not None:
+        await ctx.close_sse_stream()
 
 
 def shaped(result: SimulationResult, interactions: Interactions) -> SimulationResult:

@@ -55,6 +55,12 @@ HOST = "127.0.0.1"
 PORT = 8765
 HTTP_PATH = "/mcp"
 RECORD_PORT = 8766
+# Streamable HTTP: SSE events kept for clients that reconnect (Last-Event-ID), and the retry interval their
+# streams announce (ms).
+SSE_EVENTS_KEPT = 10_000
+SSE_RETRY_MS = 1000
+# serve --reload: how often the spec files are looked at (size and modification time) for a change.
+RELOAD_POLL_S = 1.0
 
 # The OpenAI-compatible engine.
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"

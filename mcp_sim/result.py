@@ -81,6 +81,9 @@ class SimulationResult:
     result_meta: dict[str, Any] | None = None
     # Set when the call ends in a JSON-RPC error rather than a result; `text` then says the same for logs.
     protocol_error: ProtocolError | None = None
+    # What a recorded call's server sent the client during it (a cassette's `interactions`), sent again
+    # before the result (mcp_sim.call_interactions.replay_interactions).
+    interactions: list[dict[str, Any]] | None = None
 
     @property
     def meta(self) -> dict[str, Any]:

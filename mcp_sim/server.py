@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server import ServerRequestContext
-from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
@@ -24,17 +23,19 @@ from mcp_sim import __version__, defaults
 from mcp_sim.call_interactions import (
     ClientRefused,
     InputRequired,
-    LogLevels,
     ask_client,
+    close_stream,
     connection_of,
+    replay_interactions,
     send_notifications,
     shaped,
 )
 from mcp_sim.call_path import answer_in_world
+from mcp_sim.capabilities import advertised
 from mcp_sim.content import content_text
 from mcp_sim.resource_server import surface_handlers, written_uri
 from mcp_sim.scheduler import FairScheduler
-from mcp_sim.server_features import Subscriptions, completion_handler, logging_handler
+from mcp_sim.server_features import AdvertisingServer, Peers, completion_handler, file_features, logging_handler
 from mcp_sim.simulator import SimulationResult, Simulator, UnknownToolError
 from mcp_sim.specs import ToolSpec
 from mcp_sim.worlds.routing import choose_world
@@ -56,18 +57,21 @@ INSTRUCTIONS = ("Every tool of this server is SIMULATED by a language world mode
 
 def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: str = "session",
                   scheduler: FairScheduler | None = None, expose_world: bool = False,
-                  warmup: Warmup | None = None) -> Server:
+                  warmup: Warmup | None = None, peers: Peers | None = None,
+                  list_changed: bool = False) -> AdvertisingServer:
     """An MCP server over `simulator`.
 
     `world_scope` "server" puts every call that names no world into the default world, legacy HTTP sessions
     included. `scheduler` admits calls to the model fairly across worlds (default: one slot, 64 waiting).
     `expose_world` publishes the calling world's scenario and history as the resource `sim://world`.
     `warmup`, while the model loads in the background, holds calls until it is ready.
+    `peers` (log levels, subscriptions, connections) outlive the server when `serve --reload` rebuilds it;
+    `list_changed` advertises that the lists may change (and the connections hear when they do).
     """
     scheduler = scheduler or FairScheduler()
     tools = [types.Tool.model_validate(tool.definition()) for tool in simulator.catalog.tools.values()]
-    levels = LogLevels()
-    subscriptions = Subscriptions()
+    peers = peers or Peers()
+    levels, subscriptions = peers.levels, peers.subscriptions
 
     pages = tool_pages(simulator.catalog.tools.values())
 
@@ -92,6 +96,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
             client = await ask_client(ctx, interactions, params.arguments or {}, params.input_responses,
                                       params.request_state) if interactions.asks_client else None
             await send_notifications(ctx, interactions.notifications, levels)
+            if interactions.close_stream:
+                await close_stream(ctx)
             result = await answer_in_world(simulator, tool, params.arguments, world, scenario,
                                            send_progress=ctx.session.report_progress, label=params.name,
                                            scheduler=scheduler, warmup=warmup, client=client)
@@ -99,6 +105,8 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
             return needed.result
         except ClientRefused as exc:
             result = simulator.refused(str(exc), "client", world)
+        if result.interactions:  # what a recorded call's server sent, or log lines the model wrote
+            await replay_interactions(ctx, result.interactions, levels)
         result = shaped(result, interactions)
         if result.observation is not None and not result.is_error:
             await subscriptions.changed(world, tool, lambda uri: written_uri(simulator, uri))
@@ -114,10 +122,16 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
                     **completion_handler(simulator.catalog,
                                          lambda ctx, name: simulator.known_keys(world_of(ctx)[0], name)),
                     **subscriptions.handlers(world_of))
+    # ...unless its specs say which it has (server.capabilities, copied by mirror): mcp_sim.capabilities.
+    said = advertised(file_features(simulator.catalog), list_changed)
+    if list_changed:  # 2026-07-28 clients hear list changes on a subscriptions/listen stream
+        handlers["on_subscriptions_listen"] = peers.listen
     with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; 2025-11-25 clients still use it
         warnings.simplefilter("ignore")
-        server = Server(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                        on_call_tool=call_tool, **handlers)
+        server = AdvertisingServer(name, version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                                   on_call_tool=call_tool, **said.keep(handlers, world_resource=expose_world))
+    server.advertised = said
+    server.middleware.append(peers.connections.middleware)
     # Stateless calls carry their earlier answers in requestState: sealed, so a client cannot forge them.
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name))
     return server

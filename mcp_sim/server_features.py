@@ -1,5 +1,6 @@
-"""The MCP features a server has besides its tools, resources and prompts: logging/setLevel, completion/complete
-and resources/subscribe. A simulated server has them all, so an agent can be rehearsed against any server.
+"""The MCP features a server has besides its tools, resources and prompts: logging/setLevel, completion/complete,
+resources/subscribe and list_changed notifications. A simulated server has them all unless its specs declare
+otherwise (mcp_sim.capabilities), so an agent can be rehearsed against any server.
 
 Completions come from what the specs know of a name: `x-sim.completions` of the prompt or template, else the
 `enum`, `examples` and `default` of a tool argument of the same name in the same spec file; otherwise none.
@@ -11,6 +12,8 @@ content the spec writes (they never change).
 from __future__ import annotations
 
 import logging
+import warnings
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,8 +21,17 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 
 from mcp_sim.call_interactions import LogLevels, connection_of
+from mcp_sim.capabilities import Advertised, FileFeatures
 from mcp_sim.resources import PromptSpec, TemplateSpec, find_prompt
 from mcp_sim.specs import Catalog, ToolSpec
 
@@ -129,3 +141,85 @@ class Subscriptions:
                 except Exception:  # best effort: never fail the call that changed the world
                     logger.debug("resources/updated to a subscriber failed", exc_info=True)
 
+
+
+class Connections:
+    """The client connections that can hear the server outside any request (stdio, a 2025-11-25 HTTP session
+    with its standing stream), for list_changed and server log notifications. Filled by a middleware on every
+    request; a closed connection drops out with its last reference."""
+
+    def __init__(self) -> None:
+        self._live: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def middleware(self, ctx: RequestContext, call_next: Callable[[RequestContext], Any]) -> Any:
+        connection = connection_of(ctx)
+        if getattr(connection, "has_standalone_channel", False):
+            self._live.add(connection)
+        return await call_next(ctx)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    async def list_changed(self, tools: bool, resources: bool, prompts: bool,
+                           bus: InMemorySubscriptionBus | None = None) -> None:
+        """notifications/{tools,resources,prompts}/list_changed to every connection (best effort: the SDK
+        drops one whose stream is gone), and the same events to the 2026-07-28 clients listening on BUS."""
+        if bus is not None:
+            for changed, event in ((tools, ToolsListChanged()), (resources, ResourcesListChanged()),
+                                   (prompts, PromptsListChanged())):
+                if changed:
+                    await bus.publish(event)
+        for connection in list(self._live):
+            if tools:
+                await connection.send_tool_list_changed()
+            if resources:
+                await connection.send_resource_list_changed()
+            if prompts:
+                await connection.send_prompt_list_changed()
+
+    async def log(self, levels: LogLevels, level: str, data: Any, logger_name: str = "mcp-sim") -> None:
+        """A server log message to every connection whose client level lets it through."""
+        for connection in list(self._live):
+            if levels.allows_connection(connection, level):
+                with warnings.catch_warnings():  # logging is deprecated as of 2026-07-28; older clients use it
+                    warnings.simplefilter("ignore")
+                    await connection.log(level, data, logger_name)
+
+
+@dataclass
+class Peers:
+    """What a server keeps about its clients, unchanged when `serve --reload` swaps the specs under it."""
+
+    levels: LogLevels = field(default_factory=LogLevels)
+    subscriptions: Subscriptions = field(default_factory=Subscriptions)
+    connections: Connections = field(default_factory=Connections)
+    # Stateless 2026-07-28 clients hear list changes on a subscriptions/listen stream instead (serve --reload).
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    listen: ListenHandler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.listen = ListenHandler(self.bus)
+
+
+def file_features(catalog: Catalog) -> list[FileFeatures]:
+    """What each spec file says of its server's capabilities (mcp_sim.capabilities.advertised reads it)."""
+    return [FileFeatures(s.capabilities, bool(s.surface.resources or s.surface.templates), bool(s.surface.prompts))
+            for s in catalog.spec_sets]
+
+
+class AdvertisingServer(Server[Any]):
+    """The SDK's low-level Server, advertising `listChanged` and `experimental` as the specs say (the SDK takes
+    them as arguments of create_initialization_options, which its transports call without any)."""
+
+    advertised: Advertised = Advertised()
+
+    def get_capabilities(self, notification_options: NotificationOptions | None = None,
+                         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                         extensions: dict[str, dict[str, Any]] | None = None, *,
+                         protocol_version: str | None = None) -> types.ServerCapabilities:
+        said, given = self.advertised, notification_options or NotificationOptions()
+        notification_options = NotificationOptions(prompts_changed=given.prompts_changed or said.prompts_changed,
+                                                   resources_changed=given.resources_changed or said.resources_changed,
+                                                   tools_changed=given.tools_changed or said.tools_changed)
+        return super().get_capabilities(notification_options, experimental_capabilities or said.experimental,
+                                        extensions, protocol_version=protocol_version)

@@ -17,6 +17,7 @@ from mcp_sim.deadline import deadline, timed_out
 from mcp_sim.engines.base import Engine
 from mcp_sim.errors import McpSimError
 from mcp_sim.model_answer import ModelAnswerer
+from mcp_sim.model_logs import write_logs
 from mcp_sim.prompt import Turn, render_action, render_error, system_prompt
 from mcp_sim.resource_reads import read_tool
 from mcp_sim.result import SimulationMeta, failure
@@ -141,6 +142,10 @@ class Simulator:
             call = self._call(tool, arguments, state, on_progress, cancel, client)
             with deadline(self.options.call_timeout, call.cancel) as limit:
                 result, source = self._answer(call)
+                logs = tool.interactions.logs
+                if logs is not None and source == "model" and not result.is_error and not call.cancel.is_set():
+                    result.interactions = [*(result.interactions or []),
+                                           *write_logs(self.model, call, result.text, logs)]
             if limit.expired.is_set() and result.observation is None:  # stopped by the limit, not answered
                 result = timed_out(tool.name, limit, result.simulation)
             return self._settle(call, result, source, started)

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from mcp_sim.capabilities import check_capabilities
 from mcp_sim.errors import SpecError, yaml_failure
 from mcp_sim.interactions import INTERACTION_FIELDS, Interactions, parse_interactions
 from mcp_sim.rehearsal.faults import FaultFileError, FaultRule, rules_from_spec
@@ -102,6 +103,8 @@ class SpecSet:
     prompt_layout: str = "full"
     definition_chars: int = 0
     index_chars: int = 0
+    # server.capabilities as the file declares them (mcp_sim.capabilities); None: every feature.
+    capabilities: dict[str, Any] | None = None
 
     def world_state(self, scenario: str) -> tuple[str | None, Any]:
         """The world's description and seed data in `scenario` (the default one when this file lacks it)."""
@@ -209,11 +212,12 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
         return None
     source = str(path)
     world: tuple[str | None, Any, dict[str, Scenario], str] = (None, None, {}, DEFAULT_SCENARIO)
+    capabilities = None
     if isinstance(document, dict) and ("tools" in document or SURFACE_FIELDS & set(document)):
         for key in sorted(set(document) - FILE_FIELDS):
             problems.append(f"{source}: unknown top-level field {key!r} (allowed: {', '.join(sorted(FILE_FIELDS))})")
         world = parse_world(document.get("world"), source, problems)
-        _check_server(document.get("server"), source, problems)
+        capabilities = _check_server(document.get("server"), source, problems)
         raw_tools = document.get("tools", [])
         pointer = "/tools"
     elif isinstance(document, list):
@@ -226,7 +230,7 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     if not isinstance(raw_tools, list):
         problems.append(f"{source}#{pointer}: 'tools' must be a list")
         return None
-    spec_set = SpecSet(source, [], *world)
+    spec_set = SpecSet(source, [], *world, capabilities=capabilities)
     if isinstance(document, dict):
         spec_set.surface = parse_surface(document, source, problems)
     for index, raw in enumerate(raw_tools):
@@ -239,11 +243,14 @@ def _load_file(path: Path, problems: list[str]) -> SpecSet | None:
     return spec_set
 
 
-def _check_server(raw: Any, source: str, problems: list[str]) -> None:
-    """`server` records where a mirrored spec came from; it only has to be well formed."""
-    if raw is None or (isinstance(raw, dict) and isinstance(raw.get("name", ""), str)):
-        return
+def _check_server(raw: Any, source: str, problems: list[str]) -> dict[str, Any] | None:
+    """`server` records where a mirrored spec came from, and may declare its capabilities (returned)."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and isinstance(raw.get("name", ""), str):
+        return check_capabilities(raw.get("capabilities"), f"{source}#/server/capabilities", problems)
     problems.append(f"{source}#/server: must be a mapping like {{name: ..., version: ...}}")
+    return None
 
 
 def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:

@@ -63,10 +63,14 @@ async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *
     logged meanwhile from another thread is lost. `on_listening` runs once the socket accepts connections."""
     import uvicorn
 
+    from mcp_sim.event_store import MemoryEventStore
+
     check_bind(host, allow_remote, auth_token)
     security = transport_security(host, allowed_hosts)
+    # An event store makes the SDK prime each SSE stream (an id, `retry`) and replay it after a reconnect.
     app = server.streamable_http_app(streamable_http_path=path, host=host, custom_starlette_routes=routes,
-                                     transport_security=security, max_request_body_size=defaults.HTTP_MAX_BODY_BYTES)
+                                     transport_security=security, max_request_body_size=defaults.HTTP_MAX_BODY_BYTES,
+                                     event_store=MemoryEventStore(), retry_interval=defaults.SSE_RETRY_MS)
     # Starlette runs the middleware added last first: the token is checked before the body is read.
     app.add_middleware(JsonRpcBodyGuard, path=path, security=security)
     if auth_token:

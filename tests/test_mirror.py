@@ -7,10 +7,16 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 import yaml
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
+from mcp_sim.capabilities import DECLARABLE
 from mcp_sim.fidelity.mirror import fetch_server, invalid_tools, spec_document
+from mcp_sim.server import create_server
+from mcp_sim.simulator import Simulator
 from mcp_sim.specs import load_catalog
 from tests.conftest import free_port, stop, subprocess_env, wait_for_port
 from tests.fidelity_helpers import (
@@ -24,6 +30,7 @@ from tests.fidelity_helpers import (
     stdio,
     time_server,
 )
+from tests.scripted import ScriptedEngine
 
 
 def mirror_to(out: Path, *args: str) -> dict:
@@ -55,6 +62,35 @@ def test_mirror_copies_the_real_tools_verbatim(name: str, tmp_path: Path) -> Non
     assert sorted(catalog.tools) == sorted(tool["name"] for tool in reference)
     loaded = catalog.tools[reference[0]["name"]]
     assert loaded.input_schema == reference[0]["inputSchema"]
+
+
+async def capabilities_of(target: object) -> dict:
+    async with Client(target, mode="legacy") as client:  # type: ignore[arg-type]
+        capabilities = client.server_capabilities.model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            await client.set_logging_level("info")
+            capabilities["setLevel answered"] = True
+        except MCPError as exc:
+            capabilities["setLevel answered"] = exc.code
+        return capabilities
+
+
+@pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
+@pytest.mark.parametrize("name", ["everything", "time"])
+def test_serve_advertises_the_capabilities_mirror_copied(name: str, tmp_path: Path) -> None:
+    # The everything server has logging, completions, subscriptions, listChanged and tasks; the time server
+    # lists tools, resources and prompts with none of them.
+    command = {"everything": everything_server(), "time": time_server()}[name]
+    spec = mirror_to(tmp_path / f"{name}.yaml", "--", *command)
+    live = anyio.run(capabilities_of, stdio(command))
+    answered = live.pop("setLevel answered")
+    assert spec["server"]["capabilities"] == live
+    catalog = load_catalog([tmp_path / f"{name}.yaml"])
+    served = anyio.run(capabilities_of, create_server(Simulator(catalog, ScriptedEngine())))
+    assert served.pop("setLevel answered") == answered  # the time server: -32601, as the real one
+    assert served == {key: value for key, value in live.items() if key in DECLARABLE}
+    assert (answered is True) == (name == "everything")
+    assert name == "everything" or answered == types.METHOD_NOT_FOUND
 
 
 def test_mirror_over_http_keeps_the_instructions_as_the_world(tmp_path: Path) -> None:

@@ -68,3 +68,18 @@ def test_the_cached_prefix_is_reused_within_a_session(engine: LlamaEngine) -> No
     second = sim.simulate("get_weather", {"city": "Tromso"}, world="prefix").meta[META_KEY]
     assert second["history_turns"] == 1
     assert second["evaluated_tokens"] < first["prompt_tokens"] / 4
+
+
+def test_the_real_model_writes_log_lines_for_a_call(engine: LlamaEngine, tmp_path: Path) -> None:
+    spec = tmp_path / "pay.yaml"
+    spec.write_text("tools:\n  - name: charge_card\n    description: Charge a customer's card.\n"
+                    "    inputSchema: {type: object, properties: {amount: {type: number}}}\n"
+                    "    x-sim: {logs: {count: 2, levels: [info, warning]}}\n")
+    sim = Simulator(load_catalog([spec]), engine, SimOptions(max_tokens=96, attempts=1))
+    result = sim.simulate("charge_card", {"amount": 12.5}, world="logs")
+    assert not result.is_error, result.text
+    logs = result.interactions or []
+    assert 1 <= len(logs) <= 2
+    for log in logs:
+        assert log["notification"] == "notifications/message"
+        assert log["params"]["level"] in ("info", "warning") and log["params"]["data"].strip()

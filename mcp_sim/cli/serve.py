@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import click
 
-from mcp_sim import defaults
+from mcp_sim import app, defaults
 from mcp_sim.cli.options import (
     build_simulator,
     build_worlds,
@@ -22,7 +22,7 @@ from mcp_sim.cli.options import (
     world_options,
 )
 from mcp_sim.errors import McpSimError
-from mcp_sim.specs import load_catalog
+from mcp_sim.specs import Catalog, load_catalog
 from mcp_sim.state.book import StateBook
 from mcp_sim.transports import HttpSecurity, http_security_options
 from mcp_sim.worlds.routing import SCOPES
@@ -30,6 +30,7 @@ from mcp_sim.worlds.world import DEFAULT_WORLD
 
 if TYPE_CHECKING:
     from mcp_sim.prompt_budget import SpecFit
+    from mcp_sim.rehearsal.setup import RehearsalSettings
     from mcp_sim.simulator import Simulator
 
 
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
                    "names no world (?world=NAME) shares the default world.")
 @click.option("--expose-world", is_flag=True,
               help="Publish the caller's world (scenario and history) as the MCP resource sim://world.")
+@click.option("--reload", "reload_specs", is_flag=True,
+              help="Watch the spec files and serve an edited spec without a restart; clients hear list_changed. "
+                   "A spec that no longer loads is reported and the old one keeps serving.")
 @click.option("--warm-start/--no-warm-start", default=True, show_default=True,
               help="Serve at once and load the model (and read every spec's system prompt) in the background; "
                    "calls wait until it is ready. The model file is checked before serving either way.")
@@ -55,12 +59,14 @@ if TYPE_CHECKING:
 @engine_options
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
-          world_scope: str, expose_world: bool, warm_start: bool, http_security: HttpSecurity, scenario: str | None,
-          state_dir: Path | None, max_worlds: int, **engine: Any) -> None:
+          world_scope: str, expose_world: bool, reload_specs: bool, warm_start: bool, http_security: HttpSecurity,
+          scenario: str | None, state_dir: Path | None, max_worlds: int, **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
     from mcp_sim.admin import admin_routes
+    from mcp_sim.reload import SpecReloader, serve_reloading
     from mcp_sim.scheduler import FairScheduler
     from mcp_sim.server import create_server
+    from mcp_sim.server_features import Peers
     from mcp_sim.transports import serve_http, serve_stdio
     from mcp_sim.warmup import Warmup
 
@@ -69,8 +75,8 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     catalog = load_catalog(list(specs))
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
     fits: list[SpecFit] = []
-    simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), load=not warm_start,
-                                on_fits=fits.extend, **engine)
+    rehearsal = rehearsal_settings(engine)
+    simulator = build_simulator(catalog, worlds, rehearsal, load=not warm_start, on_fits=fits.extend, **engine)
     warmup = None
     if warm_start and not simulator.replay_only:  # a replay never loads a model: nothing to warm
         warmup = Warmup(simulator)
@@ -78,8 +84,14 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     # The pool fills each of the --parallel instances up to its --slots calls, so this many decode at once
     # (tests/test_pool.py); the scheduler lets exactly that many through and queues the rest fairly.
     scheduler = FairScheduler(slots=engine["parallel"] * engine["slots"], max_waiting=max_queue)
-    server = create_server(simulator, world_scope=world_scope, scheduler=scheduler, expose_world=expose_world,
-                           warmup=warmup)
+    peers = Peers()
+    serving = functools.partial(create_server, world_scope=world_scope, scheduler=scheduler,
+                                expose_world=expose_world, warmup=warmup, peers=peers, list_changed=reload_specs)
+    server = serving(simulator)
+    reloader = None
+    if reload_specs:
+        reloader = SpecReloader(specs, catalog, server,
+                                lambda new: serving(reloaded_simulator(simulator, new, rehearsal)), peers)
     where = f"ready at http://{host}:{port}{http_path}" if transport == "http" else "serving on stdio"
     announce = functools.partial(_announce, startup_line(where, fits, simulator, transport))
     try:
@@ -87,17 +99,26 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
         # load briefly points fd 1 and 2 at /dev/null).
         if transport == "stdio":
             announce()
-            anyio.run(serve_stdio, server, warmup.start if warmup else None)
+            anyio.run(serve_reloading, reloader,
+                      functools.partial(serve_stdio, server, warmup.start if warmup else None))
         else:
             token = http_security.auth_token()
             # The admin routes see and change every world: loopback only, unless every request carries the token.
             routes = admin_routes(worlds, remote_allowed=token is not None)
-            anyio.run(functools.partial(serve_http, server, host, port, http_path, routes=routes,
+            anyio.run(serve_reloading, reloader,
+                      functools.partial(serve_http, server, host, port, http_path, routes=routes,
                                         on_ready=warmup.start if warmup else None, on_listening=announce,
                                         **http_security.serve_kwargs()))
     finally:
         simulator.engine.close()
         worlds.close()
+
+
+def reloaded_simulator(running: Simulator, catalog: Catalog, rehearsal: RehearsalSettings) -> Simulator:
+    """A simulator over CATALOG that shares RUNNING's model, options and worlds, with the fixtures, cassettes,
+    cache and faults the options ask for read again; raises McpSimError when a spec cannot fit the context."""
+    app.fit_catalog(catalog, running.engine, running.options)
+    return app.assemble(catalog, running.engine, running.options, running.worlds, rehearsal)
 
 
 def startup_line(where: str, fits: list[SpecFit], simulator: Simulator, transport: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from mcp import StdioServerParameters
 
+from mcp_sim.capabilities import capabilities_document
 from mcp_sim.errors import McpSimError, SpecError
 from mcp_sim.fidelity.mirror_surface import MirroredSurface, fetch_surface
 from mcp_sim.fidelity.upstream import connect, list_all_tools
@@ -30,6 +31,8 @@ class MirroredServer:
     tools: list[dict[str, Any]]  # each an MCP Tool exactly as the server listed it (camelCase)
     # Its resources, resource templates and prompts (mcp_sim.fidelity.mirror_surface).
     surface: MirroredSurface = field(default_factory=MirroredSurface)
+    # Its ServerCapabilities as it advertised them (camelCase), which `serve` then advertises.
+    capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 async def fetch_server(target: StdioServerParameters | str) -> MirroredServer:
@@ -42,14 +45,16 @@ async def fetch_server(target: StdioServerParameters | str) -> MirroredServer:
             version=info.version if info else None,
             instructions=client.instructions,
             tools=[tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools],
-            surface=await fetch_surface(client))
+            surface=await fetch_surface(client),
+            capabilities=capabilities_document(client.server_capabilities))
 
 
 def spec_document(server: MirroredServer) -> dict[str, Any]:
-    """The spec: the server's identity, its name and instructions as the world, its tools as listed, each
-    with the state effect its name and schemas say (`x-sim.state`, mcp_sim.sources.state_inference)."""
+    """The spec: the server's identity and capabilities, its name and instructions as the world, its tools as
+    listed, each with the state effect its name and schemas say (`x-sim.state`, mcp_sim.sources.state_inference)."""
     description = f"{server.name}: {server.instructions}" if server.instructions else server.name
-    identity = {"name": server.name, **({"version": server.version} if server.version else {})}
+    identity = {"name": server.name, **({"version": server.version} if server.version else {}),
+                **({"capabilities": server.capabilities} if server.capabilities else {})}
     return {"server": identity, "world": {"description": description},
             "tools": [with_state(tool) for tool in server.tools], **server.surface.document_fields()}
 

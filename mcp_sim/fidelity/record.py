@@ -1,7 +1,8 @@
 """A transparent MCP proxy that records every real tool call.
 
 The agent talks to this server; each tools/list and tools/call is forwarded unchanged to the real
-server, and each call is appended to a trace file (redacted) before its result goes back.
+server, and each call is appended to a trace file (redacted) before its result goes back, with the
+notifications and requests the real server sent during it (mcp_sim.fidelity.record_interactions).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from mcp_sim.fidelity.record_interactions import CallTaps, Tap
 from mcp_sim.fidelity.record_surface import surface_proxy_handlers
 from mcp_sim.fidelity.recorder import Recorder
 from mcp_sim.fidelity.traces import Redactor, TraceWriter
@@ -42,9 +44,12 @@ def wire_result(result: types.CallToolResult) -> dict[str, Any]:
     return kept
 
 
-def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str) -> Server:
-    """A server that looks like `upstream` (name, instructions, tools) and records each call."""
+def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str,
+                 taps: CallTaps | None = None) -> Server:
+    """A server that looks like `upstream` (name, instructions, tools) and records each call, with what the
+    real server sent the client during it when `taps` are the upstream client's callbacks."""
     info = upstream.server_info
+    taps = taps or CallTaps()
 
     async def list_tools(ctx: RequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         page = await upstream.list_tools(cursor=params.cursor if params else None)
@@ -55,15 +60,17 @@ def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str) 
         step = recorder.next_step(session)
         arguments = params.arguments or {}
         started = time.perf_counter()
-        try:
-            result = await _forward(upstream, ctx, params)
-        except MCPError as exc:
-            failure = {"content": [{"type": "text", "text": exc.message}], "isError": True}
-            recorder.record(session, step, params.name, arguments, failure,
-                            (time.perf_counter() - started) * 1000, protocol_error=exc.code)
-            raise
+        with taps.open(ctx) as tap:
+            try:
+                result = await _forward(upstream, tap, params)
+            except MCPError as exc:
+                failure = {"content": [{"type": "text", "text": exc.message}], "isError": True}
+                recorder.record(session, step, params.name, arguments, failure,
+                                (time.perf_counter() - started) * 1000, protocol_error=exc.code,
+                                interactions=tap.events)
+                raise
         recorder.record(session, step, params.name, arguments, wire_result(result),
-                        (time.perf_counter() - started) * 1000)
+                        (time.perf_counter() - started) * 1000, interactions=tap.events)
         return result
 
     # Resources, templates and prompts, when the real server has them (mcp_sim.fidelity.record_surface).
@@ -72,16 +79,12 @@ def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str) 
                   instructions=upstream.instructions, on_list_tools=list_tools, on_call_tool=call_tool, **surface)
 
 
-async def _forward(upstream: Client, ctx: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-    async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
-        await ctx.session.report_progress(progress, total, message)
-
+async def _forward(upstream: Client, tap: Tap, params: types.CallToolRequestParams) -> types.CallToolResult:
     # Sent as a raw request: Client.call_tool would validate structuredContent against the
     # outputSchema and raise, and a transparent proxy must pass even a broken result through.
     request = types.CallToolRequest(params=types.CallToolRequestParams(name=params.name,
                                                                        arguments=params.arguments))
-    return await upstream.session.send_request(request, types.CallToolResult,
-                                               progress_callback=relay_progress)
+    return await upstream.session.send_request(request, types.CallToolResult, progress_callback=tap.progress)
 
 
 async def run_proxy(target: StdioServerParameters | str, out: Path, *, redactor: Redactor,
@@ -98,12 +101,13 @@ async def run_proxy(target: StdioServerParameters | str, out: Path, *, redactor:
     async with anyio.create_task_group() as watcher:
         serving = anyio.CancelScope()
         watcher.start_soon(_stop_on_signal, serving)
-        async with connect(target) as upstream:  # leaving it stops the real server
+        taps = CallTaps()
+        async with connect(target, **taps.callbacks()) as upstream:  # leaving it stops the real server
             name = upstream.server_info.name if upstream.server_info else "unnamed-server"
             writer = TraceWriter(out)
             try:
                 proxy = create_proxy(upstream, Recorder(writer, name, redactor, replacements),
-                                     default_session=session or uuid.uuid4().hex[:12])
+                                     default_session=session or uuid.uuid4().hex[:12], taps=taps)
                 with serving:
                     if transport == "stdio":
                         await serve_stdio(proxy)

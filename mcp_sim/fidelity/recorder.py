@@ -36,13 +36,15 @@ class Recorder:
             return self._steps[session]
 
     def record(self, session: str, step: int, tool: str, arguments: dict[str, Any], result: dict[str, Any],
-               latency_ms: float, protocol_error: int | None = None, kind: str = TOOL_CALL) -> TraceRecord:
+               latency_ms: float, protocol_error: int | None = None, kind: str = TOOL_CALL,
+               interactions: list[dict[str, Any]] | None = None) -> TraceRecord:
         record = TraceRecord(
             session=session, step=step, tool=tool,
             arguments=replace_text(self.redactor.value(arguments), self.replacements),
             result=replace_text(self.redactor.result(result), self.replacements),
             is_error=bool(result.get("isError")), latency_ms=round(latency_ms, 1), server=self.server_name,
             recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            protocol_error=protocol_error, kind=kind)
+            protocol_error=protocol_error, kind=kind,
+            interactions=replace_text(self.redactor.value(interactions or []), self.replacements))
         self.writer.write(record)
         return record

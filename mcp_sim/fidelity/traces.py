@@ -47,6 +47,9 @@ class TraceRecord:
     protocol_error: int | None = field(default=None)
     # The MCP method recorded; left out of the line for tool calls, so old traces read as they always did.
     kind: str = TOOL_CALL
+    # What the server sent the client during the call, in order (mcp_sim.fidelity.record_interactions):
+    # notifications and requests with their answers; left out of the line when none.
+    interactions: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -54,6 +57,8 @@ class TraceRecord:
             del data["protocol_error"]
         if data["kind"] == TOOL_CALL:
             del data["kind"]
+        if not data["interactions"]:
+            del data["interactions"]
         return json.dumps(data, ensure_ascii=False)
 
     @property
@@ -154,7 +159,8 @@ class Redactor:
 
     def value(self, value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: REDACTED if self.secret(str(k)) else self.value(v) for k, v in value.items()}
+            return {k: REDACTED if self.secret(str(k)) and not _token_count(str(k), v) else self.value(v)
+                    for k, v in value.items()}
         if isinstance(value, list):
             return [self.value(item) for item in value]
         return value
@@ -178,6 +184,11 @@ class Redactor:
         if cleaned == parsed:
             return block
         return {**block, "text": json.dumps(cleaned, indent=2, ensure_ascii=False)}
+
+
+def _token_count(name: str, value: Any) -> bool:
+    """`maxTokens: 100` (a sampling request's budget) counts tokens; it holds no secret."""
+    return name.lower().endswith("tokens") and isinstance(value, int) and not isinstance(value, bool)
 
 
 def replace_text(value: Any, replacements: Sequence[tuple[str, str]]) -> Any:

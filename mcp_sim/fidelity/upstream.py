@@ -38,10 +38,11 @@ def server_target(command: Sequence[str], url: str | None,
     return StdioServerParameters(command=command[0], args=list(command[1:]), env=child_env)
 
 
-def connect(target: StdioServerParameters | str) -> Client:
+def connect(target: StdioServerParameters | str, **callbacks: Any) -> Client:
+    """A client of the real server; `callbacks` (message_handler, sampling_callback, ...) as Client takes them."""
     # "legacy" is the initialize handshake every released server speaks; "auto" would first probe
     # the stateless 2026-07-28 protocol.
-    return Client(target, mode="legacy")
+    return Client(target, mode="legacy", **callbacks)
 
 
 async def list_all_tools(client: Client) -> list[types.Tool]:

@@ -38,6 +38,8 @@ class RecordedCall:
     origin: str
     # The real server answered with a JSON-RPC error of this code (its message is the text).
     protocol_error: int | None = None
+    # The notifications and requests the real server sent the client during the call, in order.
+    interactions: tuple[dict[str, Any], ...] = ()
 
     @property
     def text(self) -> str:
@@ -127,4 +129,5 @@ def _key(tool: str, arguments: dict[str, Any]) -> tuple[str, str]:
 
 def _recorded(record: TraceRecord, origin: str) -> RecordedCall:
     return RecordedCall(record.tool, record.arguments, record.result,
-                        f"{origin} {record.session}#{record.step}", record.protocol_error)
+                        f"{origin} {record.session}#{record.step}", record.protocol_error,
+                        tuple(record.interactions))

@@ -84,7 +84,8 @@ class CassetteSource:
         recorded_meta = real.result.get("_meta")
         return SimulationResult(text, real.structured, real.is_error, simulation=SimulationMeta(details=details),
                                 observation=real.turn().observation, content=content,
-                                result_meta=recorded_meta if isinstance(recorded_meta, dict) else None)
+                                result_meta=recorded_meta if isinstance(recorded_meta, dict) else None,
+                                interactions=list(real.interactions) or None)
 
 
 def _played(call: Call, recorded: list[RecordedCall]) -> int:
