@@ -51,9 +51,10 @@ MAX_QUEUE = 64
 TOOLS_PAGE_BYTES = 512 * 1024
 MAX_WORLDS = 256
 # A shared world store (Postgres): connections per instance (each call in progress holds one for its world's
-# lock), and how long a call waits for one before it is an isError naming the store.
+# lock; the scheduler runs only --parallel x --slots calls at once), and how long a call waits for one, or
+# for Postgres to answer a connection, before it is an isError naming the store.
 STORE_POOL_SIZE = 32
-STORE_WAIT_S = 10.0
+STORE_WAIT_S = 5.0
 HOST = "127.0.0.1"
 PORT = 8765
 HTTP_PATH = "/mcp"

@@ -29,5 +29,10 @@ def open_store(url: str | None = None, state_dir: Path | None = None) -> WorldSt
     if module is None:
         raise StoreError(f"the world store {url!r} has no known scheme; use one of: memory:, sqlite:///DIR, "
                          "postgresql://USER@HOST:PORT/DB")
-    store: WorldStore = importlib.import_module(module).from_url(url)
+    try:
+        opener = importlib.import_module(module).from_url
+    except ModuleNotFoundError as exc:
+        raise StoreError(f"the world store {scheme}: needs {exc.name}, which is not installed: pip install "
+                         "'mcp-sim[postgres]'") from None
+    store: WorldStore = opener(url)
     return store
