@@ -47,10 +47,10 @@ class Cluster:
             command = ["runuser", "-u", "postgres", "--", *command]
         subprocess.run(command, check=True, capture_output=True, timeout=120)
 
-    def start(self) -> None:
-        # fsync off: a throwaway cluster; the tests kill mcp-sim, never Postgres's machine.
-        options = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c max_connections=200")
+    def start(self, durable: bool = False) -> None:
+        # fsync off unless asked: a throwaway cluster; the tests kill mcp-sim, never Postgres's machine.
+        options = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=200"
+                   + ("" if durable else " -c fsync=off"))
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start")
 
     def stop(self, mode: str = "fast") -> None:
