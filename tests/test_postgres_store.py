@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -12,10 +13,14 @@ import psycopg
 import pytest
 
 from mcp_sim.prompt import Turn
+from mcp_sim.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.specs import load_catalog
 from mcp_sim.worlds import WorldError, Worlds
 from mcp_sim.worlds.postgres_store import SCHEMA_VERSION, PostgresStore
 from mcp_sim.worlds.stores import open_store
+from tests.conftest import SPECS
 from tests.pg_cluster import Cluster
+from tests.scripted import ScriptedEngine
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +120,21 @@ def test_a_newer_schema_is_refused_and_passwords_are_not_shown(cluster: Cluster)
     with pytest.raises(WorldError) as refused:
         open_store(f"postgresql://someone:secret@127.0.0.1:{cluster.port}/nosuchdb")
     assert "secret" not in str(refused.value) and "someone:***@" in str(refused.value)
+
+
+def test_each_instance_prompts_with_the_same_bytes_and_appends_the_other_instances_calls(cluster: Cluster) -> None:
+    """What a serving engine's prefix cache needs: call N+1's prompt starts with call N's, byte for byte,
+    whichever instance builds it."""
+    catalog = load_catalog([SPECS / "weather.yaml"])
+    answers = [json.dumps({"city": f"C{n}", "temperature": 1.0, "conditions": "fog", "humidity": 90,
+                           "wind_speed": 3.0, "units": "metric"}) for n in range(3)]
+    engines = [ScriptedEngine(answers[0], answers[2]), ScriptedEngine(answers[1])]
+    instances = [Simulator(catalog, engine, SimOptions(attempts=1), Worlds(catalog.scenarios, store=open_store(
+        cluster.url))) for engine in engines]
+    for number, instance in enumerate([0, 1, 0]):
+        result = instances[instance].simulate("get_weather", {"city": f"C{number}"}, world="prefix")
+        assert not result.is_error and result.meta[META_KEY]["turn"] == number + 1
+    prompts = [[(m.role, m.content) for m in request.messages] for request in
+               (engines[0].requests[0], engines[1].requests[0], engines[0].requests[1])]
+    assert prompts[1][:len(prompts[0])] == prompts[0] and prompts[2][:len(prompts[1])] == prompts[1]
+    assert [len(prompt) for prompt in prompts] == [2, 4, 6]
