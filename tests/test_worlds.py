@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,22 @@ def test_a_world_lock_holds_a_second_call_until_the_first_ends() -> None:
         order.append("first done")
     other.join(5)
     assert order == ["first done", "second"]
+
+
+
+def test_calls_waiting_for_a_world_are_answered_in_arrival_order() -> None:
+    worlds = Worlds()
+    order: list[int] = []
+
+    def call(number: int) -> None:
+        with worlds.calling("queue"):
+            order.append(number)
+
+    threads = [threading.Thread(target=call, args=(number,)) for number in range(6)]
+    with worlds.calling("queue"):
+        for thread in threads:
+            thread.start()
+            time.sleep(0.05)  # queued behind the holder, one after another
+    for thread in threads:
+        thread.join(5)
+    assert order == list(range(6))

@@ -10,7 +10,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from mcp_sim import defaults
@@ -122,8 +122,9 @@ class Worlds:
     def fork(self, name: str, new_name: str) -> World:
         """A new world with a copy of `name`'s scenario and history, diverging from here on."""
         check_world_name(new_name)
-        first, second = sorted({name, new_name})  # in one order everywhere: two forks never wait on each other
-        with self.store.hold(first), self.store.hold(second):
+        with ExitStack() as held:
+            for locked in sorted({name, new_name}):  # in one order everywhere: two forks never wait on each other
+                held.enter_context(self.store.hold(locked))
             source = self.existing(name)
             if self.find(new_name) is not None:
                 raise WorldError(f"world {new_name!r} exists already: fork to a new name, or reset it first")

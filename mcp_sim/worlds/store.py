@@ -8,6 +8,7 @@ its cached copy is still the latest. Memory and SQLite belong to one process; Po
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
@@ -58,22 +59,29 @@ class WorldStore(Protocol):
 
 
 class NamedLocks:
-    """One lock per name, made on first use and dropped when nobody holds or waits for it."""
+    """One first-come-first-served lock per name: a world's calls are answered in the order they arrived.
+    Made on first use and dropped when nobody holds or waits for it."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, list[int]]] = {}
+        self._queues: dict[str, deque[threading.Event]] = {}
 
     @contextmanager
     def hold(self, name: str) -> Iterator[None]:
+        turn = threading.Event()
         with self._guard:
-            lock, users = self._locks.setdefault(name, (threading.Lock(), [0]))
-            users[0] += 1
+            queue = self._queues.setdefault(name, deque())
+            queue.append(turn)
+            if len(queue) == 1:
+                turn.set()
         try:
-            with lock:
-                yield
+            turn.wait()
+            yield
         finally:
             with self._guard:
-                users[0] -= 1
-                if not users[0]:
-                    del self._locks[name]
+                first = queue[0] is turn
+                queue.remove(turn)
+                if not queue:
+                    del self._queues[name]
+                elif first:
+                    queue[0].set()
