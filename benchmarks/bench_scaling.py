@@ -81,6 +81,8 @@ async def load(url: str, clients: int, calls: int, tag: str, engine: bool) -> tu
                     result = await session.call_tool("create_task", {"title": f"task {call}"})
                 latencies.append(time.perf_counter() - started)
                 errors[0] += bool(result.is_error)
+                if result.is_error and errors[0] == 1:
+                    print(f"first isError ({tag}): {str(result.content)[:300]}", file=sys.stderr)
                 if result.is_error and not engine:
                     raise RuntimeError(f"a state-answered call failed: {result.content}")
 
@@ -105,7 +107,9 @@ def main() -> None:
         with ExitStack() as stack:
             if args.engine:
                 log = Path(tempfile.mkdtemp()) / "llama-server.log"
-                engine_url = stack.enter_context(llama_cpp_server(default_model_path(), log, ALIAS, "--n_ctx", "4096"))
+                # llama_cpp.server cuts a running answer short when another request arrives, unless told not to.
+                engine_url = stack.enter_context(llama_cpp_server(default_model_path(), log, ALIAS, "--n_ctx", "4096",
+                                                                  "--interrupt_requests", "False"))
                 serve = [str(WEATHER), "--engine", "openai", "--base-url", engine_url.removesuffix("/v1"),
                          "--model", ALIAS, "--max-tokens", "160"]
             else:
