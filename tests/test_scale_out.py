@@ -17,12 +17,14 @@ from typing import Any
 
 import anyio
 import httpx
+import psycopg
 import pytest
 from click.testing import CliRunner
 from mcp import Client
 
 from mcp_sim.cli import cli
 from mcp_sim.simulator import META_KEY
+from mcp_sim.worlds.postgres_store import lock_key
 from tests.balancer import Balancer
 from tests.conftest import REPO, free_port, start_http_server, stop
 from tests.pg_cluster import Cluster
@@ -65,6 +67,18 @@ def scale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scale]:
         for process, _ in instances.values():
             stop(process)
         postgres.remove()
+
+
+async def held_by_someone(url: str, world: str) -> None:
+    """Wait until some session holds WORLD's advisory lock."""
+    objid = lock_key(world) & 0xFFFFFFFF  # pg_locks shows a bigint key as two 32-bit halves
+    with psycopg.connect(url, autocommit=True) as db:
+        for _ in range(100):
+            if db.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %s",
+                          (objid,)).fetchone() != (0,):
+                return
+            await anyio.sleep(0.05)
+    raise AssertionError(f"nobody took world {world!r}'s lock")
 
 
 def result_of(result: Any) -> dict[str, Any]:
@@ -175,7 +189,7 @@ async def test_kill_9_of_an_instance_mid_call_loses_nothing_answered_and_the_wor
 
     async with anyio.create_task_group() as group:
         group.start_soon(doomed)
-        await anyio.sleep(SLOW_MS / 2000)
+        await held_by_someone(scale.postgres.url, "survivor")  # b is inside the call, holding the world
         process.kill()  # kill -9, mid-call
         process.wait()
         await anyio.sleep(0.5)
