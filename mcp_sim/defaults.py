@@ -51,6 +51,11 @@ MAX_QUEUE = 64
 # The most bytes of tool definitions one tools/list page holds (the Python SDK reads at most 1 MiB per event).
 TOOLS_PAGE_BYTES = 512 * 1024
 MAX_WORLDS = 256
+# A shared world store (Postgres): connections per instance (each call in progress holds one for its world's
+# lock; the scheduler runs only --parallel x --slots calls at once), and how long a call waits for one, or
+# for Postgres to answer a connection, before it is an isError naming the store.
+STORE_POOL_SIZE = 32
+STORE_WAIT_S = 5.0
 HOST = "127.0.0.1"
 PORT = 8765
 HTTP_PATH = "/mcp"

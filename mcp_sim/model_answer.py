@@ -77,6 +77,8 @@ class ModelAnswerer:
             "prompt_tokens": attempt.generation.prompt_tokens, "completion_tokens": spent, "attempts": number + 1}
         if attempt.generation.evaluated_tokens is not None:
             meta["evaluated_tokens"] = attempt.generation.evaluated_tokens
+        if attempt.generation.cached_tokens is not None:
+            meta["cached_tokens"] = attempt.generation.cached_tokens  # the serving engine's prefix cache
         if attempt.generation.reasoning_tokens:
             meta["reasoning_tokens"] = attempt.generation.reasoning_tokens
         if self.options.expose_prompt:

@@ -97,18 +97,21 @@ class McpSim:
     def __call__(self, *specs: str | Path, cache: str | Path | None = None, replay_only: bool = False,
                  strict: bool = False, replay: Sequence[str | Path] = (),
                  fixtures: dict[str, list[dict[str, Any]]] | None = None, world: str | None = None,
-                 scenario: str | None = None, **engine: Any) -> AbstractAsyncContextManager[Client]:
+                 scenario: str | None = None, store: str | None = None,
+                 **engine: Any) -> AbstractAsyncContextManager[Client]:
         """A simulated server over SPECS, as `mcp-sim serve` would run it.
 
         cache, replay_only, strict, replay: as --cache, --replay-only, --strict, --replay. fixtures: more
         x-sim fixtures per tool name, answered before the spec's own. world: the world every call of the
-        client goes to (default: the server's default world); scenario: the one it starts from. Any other
+        client goes to (default: the server's default world); scenario: the one it starts from. store: where
+        worlds are kept, as --store (memory:, sqlite:///DIR, postgresql://...; default memory). Any other
         keyword is an engine option of `serve` (model, max_tokens, seed, expose_prompt, ...)."""
         from mcp_sim.rehearsal.setup import RehearsalSettings
 
         rehearsal = RehearsalSettings(cache=self._path(cache), replay_only=replay_only, strict=strict,
                                       replay=[self._resolve(p) for p in replay], model=engine.get("model"))
-        return self._serve([self._resolve(p) for p in specs], rehearsal, fixtures or {}, world, scenario, engine)
+        return self._serve([self._resolve(p) for p in specs], rehearsal, fixtures or {}, world, scenario, store,
+                           engine)
 
     def _path(self, value: str | Path | None) -> Path | None:
         return None if value is None else self._resolve(value)
@@ -123,13 +126,14 @@ class McpSim:
 
     @asynccontextmanager
     async def _serve(self, specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dict[str, Any]]],
-                     world: str | None, scenario: str | None, engine: dict[str, Any]) -> AsyncIterator[Client]:
+                     world: str | None, scenario: str | None, store: str | None,
+                     engine: dict[str, Any]) -> AsyncIterator[Client]:
         import anyio.to_thread
 
         from mcp_sim.server import create_server
 
         simulator = await anyio.to_thread.run_sync(
-            lambda: _build(specs, rehearsal, fixtures, scenario, engine, self.journal))
+            lambda: _build(specs, rehearsal, fixtures, scenario, store, engine, self.journal))
         try:
             async with _client(create_server(simulator), world) as client:
                 yield client
@@ -139,7 +143,7 @@ class McpSim:
 
 
 def _build(specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dict[str, Any]]],
-           scenario: str | None, engine: dict[str, Any], journal: Journal) -> Simulator:
+           scenario: str | None, store: str | None, engine: dict[str, Any], journal: Journal) -> Simulator:
     from mcp_sim import app, defaults
     from mcp_sim.cli.options import build_worlds
     from mcp_sim.engines.settings import EngineSettings
@@ -147,7 +151,7 @@ def _build(specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dic
 
     catalog = load_catalog(specs)
     _add_fixtures(catalog.tools, fixtures)
-    worlds = build_worlds(catalog, scenario, None, defaults.MAX_WORLDS)
+    worlds = build_worlds(catalog, scenario, None, defaults.MAX_WORLDS, store)
     settings = app.AppSettings(EngineSettings(**engine), rehearsal, observers=[journal])
     return app.build_simulator(catalog, settings, worlds)
 

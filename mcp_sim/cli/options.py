@@ -111,7 +111,10 @@ def world_options(command: Command) -> Command:
                           "'default'). A client may pick another per world: ?world=NAME&scenario=S."),
         click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Keep worlds in DIR/worlds.sqlite3, so a restarted server continues every world "
-                          "(default: in memory, for the server's lifetime)."),
+                          "(default: in memory, for the server's lifetime). Same as --store sqlite://DIR."),
+        click.option("--store", "store", default=None, metavar="URL",
+                     help="Where worlds are kept: memory:, sqlite:///DIR, or postgresql://USER@HOST:PORT/DB, "
+                          "which several instances share (docs/SCALING.md)."),
         click.option("--max-worlds", type=click.IntRange(1), default=defaults.MAX_WORLDS, show_default=True,
                      help="Most worlds kept; past it the least recently used world is dropped."),
     ]
@@ -155,17 +158,19 @@ def rehearsal_settings(options: dict[str, Any]) -> RehearsalSettings:
                              model=options.get("model"))
 
 
-def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None, max_worlds: int) -> Worlds:
-    """The worlds of a server over CATALOG; an unknown --scenario or an unusable --state-dir fails here."""
+def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None, max_worlds: int,
+                 store: str | None = None) -> Worlds:
+    """The worlds of a server over CATALOG; an unknown --scenario or an unusable --state-dir or --store fails
+    here."""
     from mcp_sim.worlds import Worlds
-    from mcp_sim.worlds.store import open_store
+    from mcp_sim.worlds.stores import open_store
     from mcp_sim.worlds.world import WorldError
 
     default = scenario or catalog.default_scenario
     if default not in catalog.scenarios():
         raise WorldError(f"--scenario {default!r} is not defined by any spec; they define: "
                          f"{', '.join(sorted(catalog.scenarios()))}")
-    return Worlds(catalog.scenarios, default, max_worlds, open_store(state_dir))
+    return Worlds(catalog.scenarios, default, max_worlds, open_store(store, state_dir))
 
 
 def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,

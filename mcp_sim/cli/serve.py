@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
           world_scope: str, expose_world: bool, reload_specs: bool, warm_start: bool, http_security: HttpSecurity,
-          scenario: str | None, state_dir: Path | None, max_worlds: int, **engine: Any) -> None:
+          scenario: str | None, state_dir: Path | None, max_worlds: int, store: str | None, **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
     from mcp_sim.admin import admin_routes
     from mcp_sim.reload import SpecReloader, serve_reloading
@@ -73,7 +73,7 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     if transport == "http":
         http_security.check(host)  # refuse an unsafe bind before anything heavy loads
     catalog = load_catalog(list(specs))
-    worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
+    worlds = build_worlds(catalog, scenario, state_dir, max_worlds, store)
     fits: list[SpecFit] = []
     rehearsal = rehearsal_settings(engine)
     simulator = build_simulator(catalog, worlds, rehearsal, load=not warm_start, on_fits=fits.extend, **engine)
@@ -159,7 +159,7 @@ def _announce(line: str) -> None:
 @engine_options
 @handle_errors
 def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, scenario: str | None,
-         state_dir: Path | None, max_worlds: int, **engine: Any) -> None:
+         state_dir: Path | None, max_worlds: int, store: str | None, **engine: Any) -> None:
     """Simulate one call and print the result as a client receives it."""
     from mcp_sim.server import to_call_tool_result
     from mcp_sim.simulator import UnknownToolError
@@ -170,7 +170,7 @@ def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, sce
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
     catalog = load_catalog(list(specs))
-    worlds = build_worlds(catalog, scenario, state_dir, max_worlds)
+    worlds = build_worlds(catalog, scenario, state_dir, max_worlds, store)
     simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), **engine)
     try:
         result = simulator.simulate(tool_name, parsed, world)

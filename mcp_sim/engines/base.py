@@ -53,6 +53,9 @@ class Generation:
     finish_reason: str
     # Prompt tokens actually evaluated (less than prompt_tokens when a cached prefix was reused).
     evaluated_tokens: int | None = None
+    # Prompt tokens a serving engine took from its prefix cache (usage.prompt_tokens_details.cached_tokens
+    # of vLLM, SGLang and OpenAI); None when the engine does not say.
+    cached_tokens: int | None = None
     # The model's reasoning when it thought first; never part of `text`, kept for the debug log.
     reasoning: str | None = None
     reasoning_tokens: int = 0

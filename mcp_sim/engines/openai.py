@@ -232,8 +232,10 @@ class OpenAIEngine:
             (closed_at or 0) if inline else 0)
         if finish_reason not in ("stop", "length", "cancelled"):
             finish_reason = "stop"  # e.g. "eos" from some servers
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
         return Generation(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                          finish_reason=finish_reason, reasoning=thoughts or None, reasoning_tokens=reasoning_tokens)
+                          finish_reason=finish_reason, reasoning=thoughts or None, reasoning_tokens=reasoning_tokens,
+                          cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None)
 
     def _request(self, method: str, path: str) -> httpx.Response:
         try:

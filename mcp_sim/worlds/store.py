@@ -1,205 +1,87 @@
-"""Where worlds are kept between calls: memory only, or SQLite so a restarted server continues them.
+"""Where worlds are kept between calls: the interface every store implements (see stores.py for the list).
 
-The simulator talks to `WorldStore` alone, so a shared store (Postgres, Redis) for several mcp-sim
-instances behind a load balancer can replace SQLite without touching it.
+A store owns what must hold across every process that shares it: the per-world lock a call holds from start
+to end, the order (sequence numbers) of a world's turns, and a version per world that tells a process whether
+its cached copy is still the latest. Memory and SQLite belong to one process; Postgres is shared by many.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import threading
-import time
+from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Protocol, TypeVar
+from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
 
 from mcp_sim.prompt import Turn
-from mcp_sim.state.live import LiveData
 from mcp_sim.worlds.world import World, WorldError
 
-# 2 adds the live data of each world's spec files (x-sim.state); a version-1 file gains the table on open.
-SCHEMA_VERSION = 2
-# PRAGMA application_id: tells our database from any other SQLite file ("MSIW").
-APPLICATION_ID = 0x4D534957
-DATABASE_NAME = "worlds.sqlite3"
-T = TypeVar("T")
-COLUMNS = {"worlds": ["name", "scenario", "calls", "dropped", "forked_from", "created", "used"],
-           "turns": ["world", "source", "seq", "action", "observation"],
-           "live": ["world", "source", "state"]}
+
+class StoreError(WorldError):
+    """The world store cannot be used (unreachable, damaged, of another program): the message names it."""
 
 
 class WorldStore(Protocol):
+    # The store as a URL (memory:, sqlite:///DIR, postgresql://...), for messages; without a password.
+    url: str
+    # Whether other processes write the same worlds: a cached world is checked against `version` before use.
+    shared: bool
+
+    def hold(self, name: str) -> AbstractContextManager[None]:
+        """World NAME's lock, held for a whole call: one call at a time per world across every process that
+        shares the store, so call N sees calls 1..N-1. Writes of NAME made while holding it go under it."""
+        ...
+
+    def version(self, name: str) -> int | None:
+        """How many times world NAME was written (None: no such world); a cached copy of another version is
+        stale."""
+        ...
+
     def load(self, name: str) -> World | None: ...
 
     def save(self, world: World) -> None:
-        """Write the world's header (scenario, counters, dropped turns, origin)."""
+        """Write the whole world (header, every turn, live data); sets `world.version` to the new version."""
         ...
 
     def append(self, world: World, source: str, turn: Turn) -> None:
-        """Write one answered call and the live data of SOURCE as it left it, in one transaction, durably,
-        before it is reported as answered."""
+        """Write one answered call (the store numbers it after the source's last turn), the world's header and
+        the live data of SOURCE as the call left it, in one transaction, durably, before it is reported as
+        answered; sets `world.version`."""
         ...
 
     def delete(self, name: str) -> None: ...
 
-    def names(self) -> list[str]: ...
+    def names(self) -> list[str]:
+        """Every stored world, least recently used first."""
+        ...
 
     def close(self) -> None: ...
 
 
-class MemoryStore:
-    """Keeps nothing beyond the process: worlds live as long as the server."""
+class NamedLocks:
+    """One first-come-first-served lock per name: a world's calls are answered in the order they arrived.
+    Made on first use and dropped when nobody holds or waits for it."""
 
-    def load(self, name: str) -> World | None:
-        return None
-
-    def save(self, world: World) -> None:
-        pass
-
-    def append(self, world: World, source: str, turn: Turn) -> None:
-        pass
-
-    def delete(self, name: str) -> None:
-        pass
-
-    def names(self) -> list[str]:
-        return []
-
-    def close(self) -> None:
-        pass
-
-
-class SqliteStore:
-    """Worlds in `DIR/worlds.sqlite3` (WAL): every answered call is committed before its result is sent."""
-
-    def __init__(self, directory: Path):
-        self.path = Path(directory) / DATABASE_NAME
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # One connection shared by the server's worker threads, serialized by a lock: writes are small.
-            self._db = sqlite3.connect(self.path, check_same_thread=False)
-            self._setup()
-        except (OSError, sqlite3.Error, ValueError) as exc:  # ValueError: names in a damaged file that are not text
-            raise WorldError(f"cannot keep worlds in {self.path}: {exc}. Pass a writable directory to "
-                             "--state-dir, or leave it out to keep worlds in memory") from None
-        self._lock = threading.Lock()
-
-    def _setup(self) -> None:
-        db = self._db
-        application_id = db.execute("PRAGMA application_id").fetchone()[0]
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and application_id != APPLICATION_ID:
-            raise sqlite3.DatabaseError("it is a SQLite database of another program")
-        # WAL with synchronous=FULL: a committed call survives a crash of the process or of the machine.
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        db.executescript("""
-            CREATE TABLE IF NOT EXISTS worlds (
-                name TEXT PRIMARY KEY, scenario TEXT NOT NULL, calls INTEGER NOT NULL, dropped TEXT NOT NULL,
-                forked_from TEXT, created REAL NOT NULL, used REAL NOT NULL);
-            CREATE TABLE IF NOT EXISTS turns (
-                world TEXT NOT NULL, source TEXT NOT NULL, seq INTEGER NOT NULL, action TEXT NOT NULL,
-                observation TEXT NOT NULL, PRIMARY KEY (world, source, seq));
-            CREATE TABLE IF NOT EXISTS live (
-                world TEXT NOT NULL, source TEXT NOT NULL, state TEXT NOT NULL, PRIMARY KEY (world, source));
-        """)
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, SCHEMA_VERSION):
-            raise sqlite3.DatabaseError(f"its schema version {version} is not {SCHEMA_VERSION}")
-        for table, columns in COLUMNS.items():  # CREATE IF NOT EXISTS leaves a same-named table as it was
-            found = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
-            if found != columns:
-                raise sqlite3.DatabaseError(f"its table {table} has columns {', '.join(found)}, not "
-                                            f"{', '.join(columns)}")
-        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._queues: dict[str, deque[threading.Event]] = {}
 
     @contextmanager
-    def _using(self) -> Iterator[None]:
-        """Under the lock; a damaged file, or rows of the wrong types, become a WorldError naming it."""
-        with self._lock:
-            try:
-                yield
-            except (sqlite3.Error, ValueError, TypeError, RecursionError) as exc:
-                raise WorldError(f"the world store {self.path} is damaged ({exc}); move it away, or pass another "
-                                 "--state-dir") from None
-
-    def load(self, name: str) -> World | None:
-        with self._using():
-            row = self._db.execute("SELECT scenario, calls, dropped, forked_from, created FROM worlds WHERE name=?",
-                                   (name,)).fetchone()
-            if row is None:
-                return None
-            scenario, calls, dropped, forked_from, created = row
-            world = World(name, _typed(scenario, str), calls=_typed(calls, int), dropped=_dropped(dropped),
-                          forked_from=None if forked_from is None else _typed(forked_from, str),
-                          created=_typed(created, float))
-            for source, action, observation in self._db.execute(
-                    "SELECT source, action, observation FROM turns WHERE world=? ORDER BY source, seq", (name,)):
-                turn = Turn(_typed(action, str), _typed(observation, str))
-                world.turns.setdefault(_typed(source, str), []).append(turn)
-            for source, state in self._db.execute("SELECT source, state FROM live WHERE world=?", (name,)):
-                world.live[_typed(source, str)] = LiveData.from_json(json.loads(_typed(state, str)))
-        return world
-
-    def save(self, world: World) -> None:
-        with self._using(), self._db:
-            self._save(world)
-            self._db.execute("DELETE FROM turns WHERE world=?", (world.name,))
-            self._db.executemany(
-                "INSERT INTO turns VALUES (?, ?, ?, ?, ?)",
-                [(world.name, source, seq, turn.action, turn.observation)
-                 for source, turns in world.turns.items() for seq, turn in enumerate(turns)])
-            self._db.execute("DELETE FROM live WHERE world=?", (world.name,))
-            for source in world.live:
-                self._save_live(world, source)
-
-    def append(self, world: World, source: str, turn: Turn) -> None:
-        with self._using(), self._db:
-            self._save(world)
-            self._db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?)",
-                             (world.name, source, len(world.turns[source]) - 1, turn.action, turn.observation))
-            if source in world.live:
-                self._save_live(world, source)
-
-    def _save_live(self, world: World, source: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO live VALUES (?, ?, ?)",
-                         (world.name, source, json.dumps(world.live[source].to_json(), ensure_ascii=False)))
-
-    def _save(self, world: World) -> None:
-        self._db.execute("INSERT OR REPLACE INTO worlds VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (world.name, world.scenario, world.calls, json.dumps(world.dropped), world.forked_from,
-                          world.created, time.time()))
-
-    def delete(self, name: str) -> None:
-        with self._using(), self._db:
-            self._db.execute("DELETE FROM turns WHERE world=?", (name,))
-            self._db.execute("DELETE FROM live WHERE world=?", (name,))
-            self._db.execute("DELETE FROM worlds WHERE name=?", (name,))
-
-    def names(self) -> list[str]:
-        with self._using():
-            return [str(row[0]) for row in self._db.execute("SELECT name FROM worlds ORDER BY used")]
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
-def _typed(value: object, kind: type[T]) -> T:
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise TypeError(f"a column holds {type(value).__name__} {str(value)[:40]!r} where {kind.__name__} belongs")
-    return value
-
-
-def _dropped(raw: object) -> dict[str, int]:
-    dropped = json.loads(_typed(raw, str))
-    if not isinstance(dropped, dict) or not all(isinstance(v, int) for v in dropped.values()):
-        raise ValueError(f"dropped {str(raw)[:40]!r} is not an object of counts")
-    return dropped
-
-
-def open_store(state_dir: Path | None) -> WorldStore:
-    return SqliteStore(state_dir) if state_dir is not None else MemoryStore()
+    def hold(self, name: str) -> Iterator[None]:
+        turn = threading.Event()
+        with self._guard:
+            queue = self._queues.setdefault(name, deque())
+            queue.append(turn)
+            if len(queue) == 1:
+                turn.set()
+        try:
+            turn.wait()
+            yield
+        finally:
+            with self._guard:
+                first = queue[0] is turn
+                queue.remove(turn)
+                if not queue:
+                    del self._queues[name]
+                elif first:
+                    queue[0].set()

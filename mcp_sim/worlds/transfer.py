@@ -15,12 +15,12 @@ def restore(worlds: Worlds, name: str, exported: Any) -> World:
     new or empty: an import never mixes two histories."""
     scenario, history, calls = _read(exported)
     live = _read_state(exported)
-    existing = worlds.find(name)
-    if existing is not None and existing.all_turns():
-        raise WorldError(f"world {name!r} exists already and has a history: import under another name "
-                         "(--name), or reset or delete it first")
-    world = worlds.get(name, scenario)
-    with world.lock:
+    with worlds.store.hold(name):
+        existing = worlds.find(name)
+        if existing is not None and existing.all_turns():
+            raise WorldError(f"world {name!r} exists already and has a history: import under another name "
+                             "(--name), or reset or delete it first")
+        world = worlds.get(name, scenario)
         for source, turns in history.items():
             for action, observation in turns:
                 worlds.record(world, source, Turn(action, observation))

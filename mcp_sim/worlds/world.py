@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -47,8 +46,9 @@ class World:
     # The world this one was forked from: its model state is a prefix of this world's prompts.
     forked_from: str | None = None
     created: float = field(default_factory=time.time)
-    # Calls of one world run one at a time, so call N always sees calls 1..N-1.
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # How many times the store wrote this world: a cached copy whose version is not the store's is stale.
+    # (Calls of one world run one at a time under the store's lock for it, so call N sees calls 1..N-1.)
+    version: int = field(default=0, compare=False)
 
     def history(self, source: str) -> list[Turn]:
         """The turns of `source` that still go into prompts."""
