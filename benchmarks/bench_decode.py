@@ -23,14 +23,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.report import machine_load, write_section  # noqa: E402
+from mcp_sim.core.model_answer import ModelAnswerer  # noqa: E402
+from mcp_sim.core.prompt import render_action, system_prompt  # noqa: E402
+from mcp_sim.core.simulator import SimOptions  # noqa: E402
+from mcp_sim.core.specs import load_catalog  # noqa: E402
+from mcp_sim.core.worlds import Worlds  # noqa: E402
 from mcp_sim.engines.base import ChatMessage, GenerationRequest  # noqa: E402
 from mcp_sim.engines.llama import LlamaEngine, default_threads  # noqa: E402
-from mcp_sim.model_answer import ModelAnswerer  # noqa: E402
 from mcp_sim.models.bundled import default_model_path  # noqa: E402
-from mcp_sim.prompt import render_action, system_prompt  # noqa: E402
-from mcp_sim.simulator import SimOptions  # noqa: E402
-from mcp_sim.specs import load_catalog  # noqa: E402
-from mcp_sim.worlds import Worlds  # noqa: E402
 
 SPEC = REPO / "tool_specs" / "crm.yaml"
 CTX = 4608

@@ -26,10 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mcp_sim.app import assemble  # noqa: E402
+from mcp_sim.core.simulator import META_KEY, Simulator  # noqa: E402
+from mcp_sim.core.specs import load_catalog  # noqa: E402
 from mcp_sim.rehearsal.setup import RehearsalSettings  # noqa: E402
-from mcp_sim.server import create_server  # noqa: E402
-from mcp_sim.simulator import META_KEY, Simulator  # noqa: E402
-from mcp_sim.specs import load_catalog  # noqa: E402
+from mcp_sim.serving.server import create_server  # noqa: E402
 from tests.scripted import ScriptedEngine  # noqa: E402
 
 SPEC = REPO / "tool_specs" / "weather.yaml"

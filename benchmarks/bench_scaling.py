@@ -28,9 +28,9 @@ from mcp import Client
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mcp_sim.prompt import Turn  # noqa: E402
-from mcp_sim.worlds import Worlds  # noqa: E402
-from mcp_sim.worlds.stores import open_store  # noqa: E402
+from mcp_sim.core.prompt import Turn  # noqa: E402
+from mcp_sim.core.worlds import Worlds  # noqa: E402
+from mcp_sim.core.worlds.stores import open_store  # noqa: E402
 from tests.balancer import Balancer  # noqa: E402
 from tests.conftest import default_model_path, llama_cpp_server, start_http_server, stop  # noqa: E402
 from tests.pg_cluster import Cluster  # noqa: E402

@@ -25,11 +25,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from mcp_sim.base.grammar_schema import prepare_for_grammar  # noqa: E402
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator  # noqa: E402
+from mcp_sim.core.specs import load_catalog  # noqa: E402
 from mcp_sim.engines.llama import LlamaEngine, default_threads  # noqa: E402
-from mcp_sim.grammar_schema import prepare_for_grammar  # noqa: E402
 from mcp_sim.models.bundled import default_model_path  # noqa: E402
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator  # noqa: E402
-from mcp_sim.specs import load_catalog  # noqa: E402
 
 SPEC = REPO / "tool_specs" / "files.yaml"
 SESSIONS = ("A", "B")

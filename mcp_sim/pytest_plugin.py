@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     import mcp_types
     from mcp import Client
 
-    from mcp_sim.calls import Call, SimulationResult
-    from mcp_sim.simulator import Simulator
+    from mcp_sim.core.calls import Call, SimulationResult
+    from mcp_sim.core.simulator import Simulator
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Journal:
 
     def observed(self, call: Call, result: SimulationResult, source: str) -> None:
         """A CallObserver: the simulator reports each final answer here."""
-        from mcp_sim.server import to_call_tool_result
+        from mcp_sim.serving.server import to_call_tool_result
 
         self.entries.append(JournalEntry(call.tool.name, dict(call.arguments), to_call_tool_result(result), source,
                                          call.world.name))
@@ -130,7 +130,7 @@ class McpSim:
                      engine: dict[str, Any]) -> AsyncIterator[Client]:
         import anyio.to_thread
 
-        from mcp_sim.server import create_server
+        from mcp_sim.serving.server import create_server
 
         simulator = await anyio.to_thread.run_sync(
             lambda: _build(specs, rehearsal, fixtures, scenario, store, engine, self.journal))
@@ -144,10 +144,11 @@ class McpSim:
 
 def _build(specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dict[str, Any]]],
            scenario: str | None, store: str | None, engine: dict[str, Any], journal: Journal) -> Simulator:
-    from mcp_sim import app, defaults
+    from mcp_sim import app
+    from mcp_sim.base import defaults
     from mcp_sim.cli.options import build_worlds
+    from mcp_sim.core.specs import load_catalog
     from mcp_sim.engines.settings import EngineSettings
-    from mcp_sim.specs import load_catalog
 
     catalog = load_catalog(specs)
     _add_fixtures(catalog.tools, fixtures)
@@ -158,8 +159,8 @@ def _build(specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dic
 
 def _add_fixtures(tools: dict[str, Any], fixtures: dict[str, list[dict[str, Any]]]) -> None:
     """The test's own fixtures go before the spec's: they are checked as the spec's are."""
-    from mcp_sim.errors import SpecError
-    from mcp_sim.rehearsal.fixtures import parse_fixtures
+    from mcp_sim.base.errors import SpecError
+    from mcp_sim.xsim.fixtures import parse_fixtures
 
     problems = [f"mcp_sim(fixtures=...): no tool {name!r} in the specs" for name in fixtures if name not in tools]
     for name, raw in fixtures.items():
@@ -182,7 +183,7 @@ def _client(server: Any, world: str | None) -> Client:
     """An mcp.Client of SERVER that sends every call to WORLD when the test names one."""
     from mcp import Client
 
-    from mcp_sim.server import WORLD_META_KEY
+    from mcp_sim.serving.server import WORLD_META_KEY
 
     class WorldClient(Client):
         async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any,

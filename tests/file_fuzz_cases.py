@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from mcp_sim.fidelity.traces import TraceRecord
 from mcp_sim.rehearsal.ledger import LedgerEntry
+from mcp_sim.rehearsal.traces import TraceRecord
 
 FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=False, max_examples=100,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 
-from mcp_sim.specs import load_catalog, validation_error
+from mcp_sim.core.specs import load_catalog, validation_error
 from tests.conftest import SPECS
 
 TOOLS = {name: tool.input_schema for name, tool in load_catalog([SPECS / "ops.yaml"]).tools.items()}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from mcp_sim.errors import ModelFileError
+from mcp_sim.base.errors import ModelFileError
 
 
 def absent(*args: object) -> NoReturn:

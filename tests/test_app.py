@@ -1,4 +1,4 @@
-"""The application module (mcp_sim/app.py): typed settings in, a finished simulator out; nothing in the
+"""The application module (mcp_sim/app/__init__.py): typed settings in, a finished simulator out; nothing in the
 package changes a simulator after it is built."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import yaml
 
 import mcp_sim
 from mcp_sim.app import AppSettings, build_simulator
-from mcp_sim.calls import Call, SimulationResult
+from mcp_sim.core.calls import Call, SimulationResult
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.settings import EngineSettings
 from mcp_sim.rehearsal.fault_hook import FaultInjector
 from mcp_sim.rehearsal.ledger_observer import LedgerRecorder
 from mcp_sim.rehearsal.settings import RehearsalSettings
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 
 PACKAGE = Path(mcp_sim.__file__).parent

@@ -18,18 +18,18 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_sim.app import assemble
+from mcp_sim.base.errors import SpecError
 from mcp_sim.cli import cli
+from mcp_sim.core.simulator import META_KEY, SimOptions, SimulationResult, Simulator
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.base import Generation, GenerationRequest
-from mcp_sim.errors import SpecError
-from mcp_sim.rehearsal.fault_effects import injections
 from mcp_sim.rehearsal.fault_hook import FaultInjector, plan_rules
-from mcp_sim.rehearsal.fault_kinds import Error
-from mcp_sim.rehearsal.faults import AFTER_MODEL, BEFORE_MODEL, FaultFileError
 from mcp_sim.rehearsal.ledger import LedgerError, read_ledger
 from mcp_sim.rehearsal.setup import RehearsalSettings
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, SimulationResult, Simulator
-from mcp_sim.specs import load_catalog, validation_error
+from mcp_sim.serving.server import create_server
+from mcp_sim.xsim.fault_effects import injections
+from mcp_sim.xsim.fault_kinds import Error
+from mcp_sim.xsim.faults import AFTER_MODEL, BEFORE_MODEL, FaultFileError
 from tests.conftest import REPO, SPECS
 from tests.scripted import ScriptedEngine
 

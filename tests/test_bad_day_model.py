@@ -18,12 +18,12 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_sim.app import assemble
 from mcp_sim.cli import cli
+from mcp_sim.core.simulator import META_KEY, SimOptions
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.rehearsal.fault_kinds import Error
 from mcp_sim.rehearsal.ledger import read_ledger
 from mcp_sim.rehearsal.setup import RehearsalSettings
-from mcp_sim.simulator import META_KEY, SimOptions
-from mcp_sim.specs import load_catalog
+from mcp_sim.xsim.fault_kinds import Error
 from tests.conftest import SPECS, start_http_server, stop
 
 OPS, CRM = SPECS / "ops.yaml", SPECS / "crm.yaml"

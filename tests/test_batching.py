@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog, validation_error
-from mcp_sim.warmup import Warmup
+from mcp_sim.serving.warmup import Warmup
 from tests.conftest import SPECS
 
 USER = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string", "maxLength": 30}},

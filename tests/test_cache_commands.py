@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from mcp_sim.cli.cache import register
 from mcp_sim.rehearsal.cache import ResponseCache
-from mcp_sim.rehearsal.cache_commands import register
 
 
 @click.group()

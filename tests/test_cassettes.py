@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mcp_sim.errors import McpSimError
-from mcp_sim.fidelity.traces import TraceError, read_traces
-from mcp_sim.prompt import render_action
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.core.prompt import render_action
 from mcp_sim.rehearsal.cassettes import Cassette, CassetteError
+from mcp_sim.rehearsal.traces import TraceError, read_traces
 from tests.conftest import SPECS
 
 TRACES = SPECS / "traces"

@@ -12,14 +12,14 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from mcp_sim.errors import SpecError
+from mcp_sim.base.errors import SpecError
+from mcp_sim.cli.sources import register
 from mcp_sim.sources.claude_desktop import (
     ClaudeDesktopConfigError,
     default_command,
     default_config_path,
     install_claude_desktop,
 )
-from mcp_sim.sources.commands import register
 from tests.conftest import SPECS, subprocess_env
 
 WEATHER = SPECS / "weather.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from mcp_sim.cli import cli
-from mcp_sim.specs import load_catalog, validation_error
+from mcp_sim.core.specs import load_catalog, validation_error
 from tests.conftest import SPECS
 
 WEATHER = str(SPECS / "weather.yaml")

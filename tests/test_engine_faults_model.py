@@ -23,11 +23,11 @@ from click.testing import CliRunner
 from mcp import Client
 
 from mcp_sim.cli import cli
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import Generation, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.server import create_server
 from tests.conftest import SPECS, free_port, subprocess_env
 
 WEATHER = SPECS / "weather.yaml"

@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 
 from mcp_sim.app import assemble
+from mcp_sim.app.doctor import diagnose
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.core.engine_setup import build_engine, prepare
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.engines.kind import OK, Check, ModelChoice, SummaryFor
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.registry import ENGINES, engine_kind
 from mcp_sim.engines.settings import EngineSettings
-from mcp_sim.errors import McpSimError
 from mcp_sim.models.bundled import default_model_path
-from mcp_sim.models.doctor import diagnose
-from mcp_sim.models.settings import build_engine, prepare
 from mcp_sim.rehearsal.settings import RehearsalSettings
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 
 

@@ -14,12 +14,12 @@ import yaml
 from mcp import Client
 
 from mcp_sim.cli.fidelity import _progress
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.fidelity.evaluate import RealResults, SimulatorResponder, StepResult
 from mcp_sim.fidelity.scoring import Observation, score_step
-from mcp_sim.fidelity.traces import read_traces
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.rehearsal.traces import read_traces
 from tests.fidelity_helpers import TRACES, filesystem_server, memory_server, recorder, run_cli, time_server
 
 # One thread: on a busy shared machine llama.cpp's threads spin at barriers, and one thread ran these

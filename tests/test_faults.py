@@ -16,14 +16,17 @@ import pytest
 from mcp import Client
 from mcp.server.lowlevel import Server
 
+from mcp_sim.base.result import ProtocolError, SimulationMeta
+from mcp_sim.core.prompt import build_messages, error_schema, render_action, system_prompt
+from mcp_sim.core.simulator import META_KEY, SimulationResult
+from mcp_sim.core.specs import ToolSpec, load_catalog, validation_error
 from mcp_sim.engines.base import GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.prompt import build_messages, error_schema, render_action, system_prompt
-from mcp_sim.rehearsal.fault_effects import injections
 from mcp_sim.rehearsal.fault_hook import error_from_model, transform
-from mcp_sim.rehearsal.fault_kind import BeforeModel, FaultCall, ProtocolKind
-from mcp_sim.rehearsal.fault_kinds import FAULT_KINDS, Error, Latency, failed
-from mcp_sim.rehearsal.faults import (
+from mcp_sim.xsim.fault_effects import injections
+from mcp_sim.xsim.fault_kind import BeforeModel, FaultCall, ProtocolKind
+from mcp_sim.xsim.fault_kinds import FAULT_KINDS, Error, Latency, failed
+from mcp_sim.xsim.faults import (
     AFTER_MODEL,
     BEFORE_MODEL,
     Fault,
@@ -36,9 +39,6 @@ from mcp_sim.rehearsal.faults import (
     rules_from_spec,
     unmatched,
 )
-from mcp_sim.result import ProtocolError, SimulationMeta
-from mcp_sim.simulator import META_KEY, SimulationResult
-from mcp_sim.specs import ToolSpec, load_catalog, validation_error
 from tests.conftest import REPO, SPECS, subprocess_env
 
 ISSUE_EXAMPLE = """\
@@ -232,7 +232,7 @@ def test_a_world_s_faults_do_not_depend_on_other_worlds_traffic() -> None:
 
 
 def test_the_same_seed_gives_the_same_faults_in_another_process() -> None:
-    code = ("from mcp_sim.rehearsal.faults import FaultPlan, FaultRule\n"
+    code = ("from mcp_sim.xsim.faults import FaultPlan, FaultRule\n"
             "plan = FaultPlan([FaultRule(tool='*', kind='empty', probability=0.5)], seed=3)\n"
             "print([i for i in range(100) if plan.decide('w', 't')])")
     plan = FaultPlan([FaultRule(tool="*", kind="empty", probability=0.5)], seed=3)
@@ -332,7 +332,7 @@ def test_an_error_without_a_message_is_written_by_the_world_model() -> None:
 # --- after the model: malformed, and a real client that rejects it ---------------------------------------------
 
 def as_mcp(result: SimulationResult) -> types.CallToolResult:
-    """mcp_sim.server.to_call_tool_result with the one-line change `empty` needs: no text, no content block."""
+    """mcp_sim.serving.server.to_call_tool_result with the one-line change `empty` needs: no text, no content block."""
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text)] if result.text else []
     return types.CallToolResult(content=content, structured_content=result.structured, is_error=result.is_error,
                                 _meta=result.meta)

@@ -11,8 +11,8 @@ import mcp_types as types
 import yaml
 from mcp import Client
 
-from mcp_sim.fidelity.traces import PROMPT_GET, RESOURCE_READ, read_traces
-from mcp_sim.specs import load_catalog
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.rehearsal.traces import PROMPT_GET, RESOURCE_READ, read_traces
 from tests.fidelity_helpers import everything_server, recorder, run_cli, stdio
 
 DOC = "demo://resource/static/document/architecture.md"

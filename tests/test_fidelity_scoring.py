@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.fidelity.evaluate import RealResults, ReplayResponder, SimulatorResponder, StepResult, evaluate
 from mcp_sim.fidelity.report import markdown, summarize, write_report
 from mcp_sim.fidelity.scoring import (
@@ -21,9 +23,7 @@ from mcp_sim.fidelity.scoring import (
     text_f1,
     value_match,
 )
-from mcp_sim.fidelity.traces import TraceRecord, read_traces
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.rehearsal.traces import TraceRecord, read_traces
 from tests.fidelity_helpers import TRACES
 from tests.scripted import ScriptedEngine
 

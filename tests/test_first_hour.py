@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from mcp_sim.base.errors import SpecError
 from mcp_sim.cli import cli
-from mcp_sim.errors import SpecError
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.sources.openapi import import_openapi
-from mcp_sim.specs import load_catalog
 from tests.conftest import REPO, SPECS, mcp_sim_command, start_http_server, stop, subprocess_env
 
 WEATHER = SPECS / "weather.yaml"

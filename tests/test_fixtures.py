@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_sim.rehearsal.fixtures import Fixture, FixtureSet, ToolShape, parse_fixtures, specificity
-from mcp_sim.specs import ToolSpec, load_catalog
+from mcp_sim.core.specs import ToolSpec, load_catalog
+from mcp_sim.xsim.fixtures import Fixture, FixtureSet, ToolShape, parse_fixtures, specificity
 from tests.conftest import SPECS
 
 OPS = load_catalog([SPECS / "ops.yaml"]).tools

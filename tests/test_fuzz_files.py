@@ -21,21 +21,21 @@ from click.testing import CliRunner
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from mcp_sim.base.errors import McpSimError
 from mcp_sim.cli import cli
-from mcp_sim.errors import McpSimError
-from mcp_sim.fidelity.traces import read_traces, sessions
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.core.worlds import sqlite_store as store_module
+from mcp_sim.core.worlds.sqlite_store import SqliteStore
+from mcp_sim.core.worlds.world import World
 from mcp_sim.models.registry import load_manifest
 from mcp_sim.rehearsal import cache_file as cache_module
 from mcp_sim.rehearsal.cache import ResponseCache
 from mcp_sim.rehearsal.cassettes import Cassette
-from mcp_sim.rehearsal.faults import load_faults
 from mcp_sim.rehearsal.ledger import read_ledger, summarize
+from mcp_sim.rehearsal.traces import read_traces, sessions
 from mcp_sim.sources.claude_desktop import read_config
 from mcp_sim.sources.openapi import import_openapi
-from mcp_sim.specs import load_catalog
-from mcp_sim.worlds import sqlite_store as store_module
-from mcp_sim.worlds.sqlite_store import SqliteStore
-from mcp_sim.worlds.world import World
+from mcp_sim.xsim.faults import load_faults
 from tests.conftest import SPECS
 from tests.file_fuzz_cases import (
     CLAUDE_CONFIG,

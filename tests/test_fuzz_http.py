@@ -2,7 +2,7 @@
 result (a notification: 202 and nothing), the process stays up, and a real model call right after still succeeds.
 
 Over HTTP the SDK's own transport answers what it cannot read: 400 with a JSON-RPC error whose id is null, 404
-for a closed session. mcp-sim's guard before it (mcp_sim/http_guard.py) answers the rest in JSON-RPC too: a body
+for a closed session. mcp-sim's guard before it (mcp_sim/serving/http_guard.py) answers the rest in JSON-RPC too: a body
 over 4 MiB gets 413 with a -32600 error (the request's id when the head of the body shows it), and a request
 whose id is null, true, a fraction or an object, which the SDK would take for a notification (202 and no body),
 gets 400 with -32600 and id null.
@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
 from tests import fuzz_cases as fc
 from tests.conftest import SPECS, free_port, mcp_sim_command, stop, subprocess_env, wait_for_port
 

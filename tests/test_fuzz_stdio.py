@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
 from tests import fuzz_cases as fc
 from tests.conftest import SPECS, mcp_sim_command, stop, subprocess_env
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from mcp_sim.base.grammar_schema import prepare_for_grammar
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.grammar_schema import prepare_for_grammar
 from mcp_sim.sources.openapi import import_openapi
-from mcp_sim.specs import load_catalog, validation_error
 from tests.conftest import REPO, SPECS
 from tests.grammar_check import GrammarChecker
 
@@ -45,7 +45,7 @@ def test_formats_the_converter_ignores_become_patterns_whose_matches_validate() 
 
     from jsonschema import Draft202012Validator
 
-    from mcp_sim.grammar_schema import FORMAT_PATTERNS
+    from mcp_sim.base.grammar_schema import FORMAT_PATTERNS
 
     samples = {"email": "ann.lee@northwind.com", "hostname": "api.internal.example",
                "ipv4": "10.0.42.7", "uri": "https://docs.example.com/v1/items"}

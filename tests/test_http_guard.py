@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_sim.http_guard import JsonRpcBodyGuard, transport_security
+from mcp_sim.serving.http_guard import JsonRpcBodyGuard, transport_security
 
 LIMIT = 1024 * 1024
 CHUNK = 64 * 1024

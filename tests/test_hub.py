@@ -21,7 +21,7 @@ from typing import ClassVar
 import pytest
 from huggingface_hub import hf_hub_download
 
-from mcp_sim.errors import ModelFileError
+from mcp_sim.base.errors import ModelFileError
 from mcp_sim.models.hub import hub_cache_dir, locate, pull, resolve
 from mcp_sim.models.registry import find_manifest
 from tests.conftest import SPECS, mcp_sim_command, subprocess_env

@@ -145,3 +145,30 @@ def test_the_check_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert strongly_connected(graph) == [["a", "b", "c"]]
     assert one_cycle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+# The package's layers, lowest first; a module may import its own layer or one below (docs/DEVELOPMENT.md).
+# The package's face ("": __init__, only its __version__) imports nothing of the package and sits lowest.
+LAYERS = [{"", "base"}, {"models"}, {"engines"}, {"state", "xsim"}, {"core"}, {"rehearsal", "serving", "sources"},
+          {"fidelity"}, {"app"}, {"cli"}, {"__main__", "pytest_plugin"}]
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else ""
+    return next(index for index, members in enumerate(LAYERS) if name in members)
+
+
+def test_every_import_points_down_a_layer() -> None:
+    upward = sorted(f"{importer} -> {imported}" for importer, targets in import_graph().items()
+                    for imported in targets if layer_of(imported) > layer_of(importer))
+    assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def test_the_root_holds_only_entry_points() -> None:
+    root = sorted(path.name for path in PACKAGE_ROOT.glob("*.py"))
+    assert root == ["__init__.py", "__main__.py", "pytest_plugin.py"]
+    assert {path.name for path in PACKAGE_ROOT.iterdir() if path.is_dir() and path.name != "__pycache__"} == \
+        set().union(*LAYERS) - {"__main__", "pytest_plugin", ""}
+    assert not any(line.startswith(("from mcp_sim", "import mcp_sim"))
+                   for line in (PACKAGE_ROOT / "__init__.py").read_text().splitlines())

@@ -22,11 +22,11 @@ from click.testing import CliRunner
 from mcp import Client
 
 from mcp_sim.cli import cli
-from mcp_sim.fidelity.traces import read_traces
+from mcp_sim.core.simulator import META_KEY
+from mcp_sim.core.worlds import Worlds
+from mcp_sim.core.worlds.sqlite_store import SqliteStore
 from mcp_sim.rehearsal.cache import ResponseCache
-from mcp_sim.simulator import META_KEY
-from mcp_sim.worlds import Worlds
-from mcp_sim.worlds.sqlite_store import SqliteStore
+from mcp_sim.rehearsal.traces import read_traces
 from tests.conftest import free_port, mcp_sim_command, start_http_server, stop, subprocess_env, wait_for_port
 from tests.test_load import write_spec
 

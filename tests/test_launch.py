@@ -7,13 +7,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.core.engine_setup import EngineSettings, prepare, sim_options
+from mcp_sim.core.prompt import Turn, build_messages, system_prompt
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.errors import McpSimError
 from mcp_sim.models.registry import load_registry
-from mcp_sim.models.settings import EngineSettings, prepare, sim_options
-from mcp_sim.prompt import Turn, build_messages, system_prompt
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.base import ChatMessage, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.llama.sampling import cut_at_stop
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog, validation_error
 from tests.conftest import SPECS
 
 OPS_CALLS = [("get_service_status", {"service": "api"}), ("restart_service", {"service": "worker"}),

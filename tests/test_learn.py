@@ -9,10 +9,10 @@ import yaml
 from click.testing import CliRunner
 
 from mcp_sim.cli import cli
+from mcp_sim.core.prompt import system_prompt
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.fidelity.learn import pick_diverse
-from mcp_sim.fidelity.traces import TraceRecord, read_traces
-from mcp_sim.prompt import system_prompt
-from mcp_sim.specs import load_catalog
+from mcp_sim.rehearsal.traces import TraceRecord, read_traces
 from tests.fidelity_helpers import TRACES
 
 

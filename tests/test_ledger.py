@@ -14,7 +14,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from mcp_sim.rehearsal.commands import register
+from mcp_sim.cli.rehearsal import register
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.rehearsal.ledger import (
     Ledger,
     LedgerEntry,
@@ -25,7 +26,6 @@ from mcp_sim.rehearsal.ledger import (
     writes_world,
 )
 from mcp_sim.rehearsal.ledger_report import render_html
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS, subprocess_env
 
 # Appends COUNT entries (0: until killed), printing the running count after each append has returned.

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from mcp import Client
 
-from mcp_sim.simulator import META_KEY
+from mcp_sim.core.simulator import META_KEY
 from tests.conftest import start_http_server, stop
 
 pytestmark = [pytest.mark.load, pytest.mark.anyio]

@@ -17,13 +17,13 @@ import yaml
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.errors import SpecError
+from mcp_sim.base.errors import SpecError
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.rehearsal.cassettes import Cassette
-from mcp_sim.rehearsal.fixtures import FixtureSet
 from mcp_sim.rehearsal.sources import CassetteSource, FixtureSource
-from mcp_sim.server import create_server
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.server import create_server
+from mcp_sim.xsim.fixtures import FixtureSet
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 

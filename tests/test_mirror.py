@@ -13,11 +13,11 @@ import yaml
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.capabilities import DECLARABLE
+from mcp_sim.core.capabilities import DECLARABLE
+from mcp_sim.core.simulator import Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.fidelity.mirror import fetch_server, invalid_tools, spec_document
-from mcp_sim.server import create_server
-from mcp_sim.simulator import Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.server import create_server
 from tests.conftest import free_port, stop, subprocess_env, wait_for_port
 from tests.fidelity_helpers import (
     LINGERING_SERVER,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mcp_sim.base.errors import ModelFileError
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.errors import ModelFileError
 from tests.conftest import SPECS, mcp_sim_command, subprocess_env
 
 

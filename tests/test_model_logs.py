@@ -10,10 +10,10 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from mcp_sim.errors import SpecError
-from mcp_sim.server import create_server
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.base.errors import SpecError
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.serving.server import create_server
 from tests.scripted import ScriptedEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

@@ -13,13 +13,13 @@ import jsonschema
 import pytest
 from mcp import Client
 
+from mcp_sim.base.errors import EngineError
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import ChatMessage, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.openai import OpenAIEngine, normalize_base_url
-from mcp_sim.errors import EngineError
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.server import create_server
 from tests.conftest import SPECS, free_port, llama_cpp_server, mcp_sim_command, subprocess_env
 
 ALIAS = "smollm2-local"

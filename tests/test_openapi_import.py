@@ -13,13 +13,13 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
+from mcp_sim.cli.sources import register
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.models.bundled import default_model_path
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.sources.commands import register
+from mcp_sim.serving.server import create_server
 from mcp_sim.sources.openapi import OpenAPIImportError, drop_unloadable, import_openapi, write_spec
-from mcp_sim.specs import load_catalog, validation_error
 from tests.conftest import REPO
 
 DATA = Path(__file__).parent / "data" / "openapi"

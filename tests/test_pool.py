@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.pool import EnginePool
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog, validation_error
 from tests.conftest import SPECS
 
 

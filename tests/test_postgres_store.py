@@ -12,12 +12,12 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from mcp_sim.prompt import Turn
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
-from mcp_sim.worlds import WorldError, Worlds
-from mcp_sim.worlds.postgres_store import SCHEMA_VERSION, PostgresStore
-from mcp_sim.worlds.stores import open_store
+from mcp_sim.core.prompt import Turn
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.core.worlds import WorldError, Worlds
+from mcp_sim.core.worlds.postgres_store import SCHEMA_VERSION, PostgresStore
+from mcp_sim.core.worlds.stores import open_store
 from tests.conftest import SPECS
 from tests.pg_cluster import Cluster
 from tests.scripted import ScriptedEngine
@@ -74,7 +74,7 @@ def test_one_world_is_held_by_one_instance_at_a_time(cluster: Cluster) -> None:
 
 def test_a_killed_instance_releases_its_world(cluster: Cluster) -> None:
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from mcp_sim.worlds.stores import open_store\n"
+        "import sys, time; from mcp_sim.core.worlds.stores import open_store\n"
         f"store = open_store({cluster.url!r})\n"
         "with store.hold('orphan'):\n    print('held', flush=True); time.sleep(600)")], stdout=subprocess.PIPE)
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 
 OPTIONS = SimOptions(temperature=0.0, max_tokens=96, attempts=1)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_sim.prompt import Turn, build_messages, extract_observation, render_action, system_prompt
-from mcp_sim.specs import load_catalog
+from mcp_sim.core.prompt import Turn, build_messages, extract_observation, render_action, system_prompt
+from mcp_sim.core.specs import load_catalog
 from tests.conftest import SPECS
 
 

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from mcp_sim.app import fit_catalog
 from mcp_sim.cli import cli
+from mcp_sim.core.prompt import compact_definition
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.prompt import compact_definition
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 
@@ -107,7 +107,7 @@ async def test_tools_list_comes_in_pages_a_client_can_read() -> None:
     """Regression: GitHub's 1,223 tools listed as one 20 MB message; the Python SDK's HTTP client reads 1 MiB."""
     from mcp import Client
 
-    from mcp_sim.server import create_server
+    from mcp_sim.serving.server import create_server
 
     document = many_tools(600)
     for tool in document["tools"]:

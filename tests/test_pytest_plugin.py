@@ -69,7 +69,7 @@ def test_a_users_test_file_gets_a_connected_client_and_a_journal(pytester: pytes
 def test_a_users_bad_fixture_is_reported_with_its_pointer(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad=f'''
 import pytest
-from mcp_sim.errors import SpecError
+from mcp_sim.base.errors import SpecError
 
 @pytest.mark.anyio
 async def test_bad(mcp_sim):

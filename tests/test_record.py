@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.fidelity.traces import REDACTED, read_traces
+from mcp_sim.rehearsal.traces import REDACTED, read_traces
 from tests.conftest import free_port, mcp_sim_command, stop, subprocess_env, wait_for_port
 from tests.fidelity_helpers import (
     LINGERING_SERVER,

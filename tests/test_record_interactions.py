@@ -13,11 +13,11 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.rehearsal.cassettes import Cassette
 from mcp_sim.rehearsal.sources import CassetteSource
-from mcp_sim.server import create_server
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.server import create_server
 from tests.fidelity_helpers import everything_server, recorder, wire
 from tests.scripted import ScriptedEngine
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_sim.errors import ModelFileError, RegistryError
+from mcp_sim.base.errors import ModelFileError, RegistryError
 from mcp_sim.models.registry import find_manifest, load_manifest, load_registry, local_gguf_files, models_dirs
 
 REPO = Path(__file__).resolve().parent.parent

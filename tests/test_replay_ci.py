@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mcp_sim.simulator import META_KEY
+from mcp_sim.core.simulator import META_KEY
 from tests.conftest import REPO, subprocess_env
 from tests.test_pytest_plugin import plugin_args
 

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
 from mcp_sim.cli import cli
+from mcp_sim.core.simulator import META_KEY
 from mcp_sim.pytest_plugin import McpSim
-from mcp_sim.simulator import META_KEY
 from tests.conftest import SPECS, subprocess_env
 
 pytestmark = pytest.mark.anyio

@@ -12,16 +12,16 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mcp_sim import prompt
 from mcp_sim.app import assemble
 from mcp_sim.cli import cli
+from mcp_sim.core import prompt
+from mcp_sim.core.simulator import META_KEY, SimOptions, SimulationResult, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.rehearsal.cache import ResponseCache
 from mcp_sim.rehearsal.replay_setup import REPLAY_ENGINE_NAME
 from mcp_sim.rehearsal.setup import RehearsalSettings
 from mcp_sim.rehearsal.sources import result_bytes
-from mcp_sim.server import to_call_tool_result
-from mcp_sim.simulator import META_KEY, SimOptions, SimulationResult, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.server import to_call_tool_result
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 
@@ -305,7 +305,7 @@ def test_a_replayed_world_hits_after_its_history_outgrew_the_context(tmp_path: P
 
 
 def test_spec_fixtures_are_checked_at_load_and_other_x_sim_keys_are_refused(tmp_path: Path) -> None:
-    from mcp_sim.errors import SpecError
+    from mcp_sim.base.errors import SpecError
 
     document = yaml.safe_load((SPECS / "weather.yaml").read_text())
     document["tools"][0]["x-sim"]["fixtures"] = [{"match": {"city": 5}, "result": {"city": "Oslo"}}]

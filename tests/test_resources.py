@@ -13,10 +13,10 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.errors import SpecError
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.base.errors import SpecError
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.serving.server import create_server
 from tests.conftest import SPECS, subprocess_env
 from tests.scripted import ScriptedEngine
 

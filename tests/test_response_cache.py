@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from mcp_sim.errors import McpSimError, ModelFileError
-from mcp_sim.prompt import Turn
+from mcp_sim.base.errors import McpSimError, ModelFileError
+from mcp_sim.core.prompt import Turn
 from mcp_sim.rehearsal.cache import CacheError, ResponseCache, cache_key
 from tests.cache_writer import result_bytes
 from tests.conftest import REPO, subprocess_env

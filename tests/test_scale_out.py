@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from mcp import Client
 
 from mcp_sim.cli import cli
-from mcp_sim.simulator import META_KEY
-from mcp_sim.worlds.postgres_store import lock_key
+from mcp_sim.core.simulator import META_KEY
+from mcp_sim.core.worlds.postgres_store import lock_key
 from tests.balancer import Balancer
 from tests.conftest import REPO, free_port, start_http_server, stop
 from tests.pg_cluster import Cluster

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_sim.simulator import META_KEY
+from mcp_sim.core.simulator import META_KEY
 from tests.balancer import Balancer
 from tests.conftest import SPECS, start_http_server, stop
 from tests.pg_cluster import Cluster

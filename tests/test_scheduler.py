@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mcp_sim.errors import BusyError
-from mcp_sim.scheduler import FairScheduler
+from mcp_sim.base.errors import BusyError
+from mcp_sim.serving.scheduler import FairScheduler
 
 pytestmark = pytest.mark.anyio
 

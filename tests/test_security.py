@@ -17,13 +17,13 @@ from mcp import Client
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from mcp_sim.admin import admin_routes
+from mcp_sim.core.prompt import Turn
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.core.worlds import Worlds
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.prompt import Turn
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
-from mcp_sim.worlds import Worlds
+from mcp_sim.serving.admin import admin_routes
+from mcp_sim.serving.server import create_server
 
 INJECTIONS = Path(__file__).resolve().parent.parent / "mcp_sim" / "rehearsal" / "injections.txt"
 SECRET = "ZEBRA-42-SECRET"

@@ -12,11 +12,11 @@ import yaml
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import Generation, GenerationRequest
-from mcp_sim.scheduler import FairScheduler
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.scheduler import FairScheduler
+from mcp_sim.serving.server import create_server
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 

@@ -6,8 +6,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_sim.simulator import META_KEY
-from mcp_sim.specs import load_catalog, validation_error
+from mcp_sim.core.simulator import META_KEY
+from mcp_sim.core.specs import load_catalog, validation_error
 from tests.conftest import SPECS
 from tests.test_simulator_model import CALLS
 

@@ -8,8 +8,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.simulator import META_KEY
-from mcp_sim.specs import load_catalog, validation_error
+from mcp_sim.core.simulator import META_KEY
+from mcp_sim.core.specs import load_catalog, validation_error
 from tests.conftest import SPECS, subprocess_env
 from tests.test_simulator_model import CALLS
 

@@ -14,14 +14,14 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_sim.app import assemble
-from mcp_sim.calls import Call
+from mcp_sim.base.errors import EngineError
+from mcp_sim.base.result import META_KEY, SimulationResult
+from mcp_sim.core.calls import Call
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import Generation, GenerationRequest
-from mcp_sim.errors import EngineError
 from mcp_sim.rehearsal.setup import RehearsalSettings
-from mcp_sim.result import META_KEY, SimulationResult
-from mcp_sim.server import create_server
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
+from mcp_sim.serving.server import create_server
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog, validation_error
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator, UnknownToolError
+from mcp_sim.core.specs import Catalog, load_catalog
 from mcp_sim.engines.base import ChatMessage
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator, UnknownToolError
-from mcp_sim.specs import Catalog, load_catalog
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 
@@ -165,7 +165,7 @@ def test_cancelled_generation_is_reported_and_not_recorded(catalog: Catalog) -> 
 
 
 def test_worlds_are_evicted_least_recently_used(caplog: pytest.LogCaptureFixture) -> None:
-    from mcp_sim.worlds import Worlds
+    from mcp_sim.core.worlds import Worlds
 
     worlds = Worlds(max_worlds=2)
     with caplog.at_level(logging.WARNING):

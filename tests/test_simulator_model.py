@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog, validation_error
 from tests.conftest import SPECS
 
 # One realistic call per shipped tool.

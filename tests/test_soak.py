@@ -18,7 +18,7 @@ import pytest
 import yaml
 from mcp import Client
 
-from mcp_sim.simulator import META_KEY
+from mcp_sim.core.simulator import META_KEY
 from tests.conftest import free_port, mcp_sim_command, stop, subprocess_env, wait_for_port
 
 pytestmark = [pytest.mark.soak, pytest.mark.anyio]

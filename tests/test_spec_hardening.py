@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from mcp_sim.base.errors import SpecError
 from mcp_sim.cli import cli
-from mcp_sim.errors import SpecError
-from mcp_sim.specs import MAX_NESTING, MAX_VALUES, load_catalog, unresolvable_refs, validation_error
+from mcp_sim.core.specs import MAX_NESTING, MAX_VALUES, load_catalog, unresolvable_refs, validation_error
 
 
 def tool_with(input_schema: Mapping[str, object], **extra: object) -> dict[str, object]:

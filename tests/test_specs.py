@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_sim.errors import SpecError
-from mcp_sim.specs import load_catalog
+from mcp_sim.base.errors import SpecError
+from mcp_sim.core.specs import load_catalog
 from tests.conftest import SPECS
 
 GOOD_TOOL = {"name": "ping", "inputSchema": {"type": "object", "properties": {"host": {"type": "string"}}}}

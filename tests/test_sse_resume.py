@@ -14,7 +14,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
 from tests.conftest import SPECS, start_http_server, stop
 
 CONFORMANCE = SPECS / "conformance" / "conformance.yaml"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS, subprocess_env
 
 OPS = SPECS / "ops.yaml"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.sources.openapi import import_openapi
 from mcp_sim.sources.state_inference import infer_state, plural, singular, words
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 from tests.test_openapi_import import DATA, npm_package
 

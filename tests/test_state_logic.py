@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from mcp_sim.errors import SpecError
-from mcp_sim.rehearsal.fixtures import FixtureSet
+from mcp_sim.base.errors import SpecError
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.core.worlds import Worlds
+from mcp_sim.core.worlds.sqlite_store import SqliteStore
+from mcp_sim.core.worlds.transfer import restore
 from mcp_sim.rehearsal.ledger import Ledger, read_ledger
 from mcp_sim.rehearsal.ledger_observer import LedgerRecorder
 from mcp_sim.rehearsal.sources import FixtureSource
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
-from mcp_sim.worlds import Worlds
-from mcp_sim.worlds.sqlite_store import SqliteStore
-from mcp_sim.worlds.transfer import restore
+from mcp_sim.xsim.fixtures import FixtureSet
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 

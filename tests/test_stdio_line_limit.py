@@ -12,7 +12,7 @@ from collections import deque
 
 import mcp_types as types
 
-from mcp_sim.transports import OverlongLine, RecordedLines, replies_for
+from mcp_sim.serving.transports import OverlongLine, RecordedLines, replies_for
 
 LIMIT = 1000
 

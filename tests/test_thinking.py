@@ -14,10 +14,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import ChatMessage, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "temperature"],

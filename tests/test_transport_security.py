@@ -18,8 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_sim.errors import McpSimError
-from mcp_sim.http_guard import check_bind, transport_security
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.serving.http_guard import check_bind, transport_security
 from tests.conftest import SPECS, free_port, mcp_sim_command, stop, subprocess_env, wait_for_port
 
 TOKEN_ENV = "MCP_SIM_TEST_TOKEN"

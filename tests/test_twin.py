@@ -26,13 +26,13 @@ import yaml
 from click.testing import CliRunner
 
 from mcp_sim.cli import cli
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import ChatMessage, GenerationRequest
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.llama.gguf import read_header
 from mcp_sim.engines.llama.loading import is_recurrent
 from mcp_sim.engines.llama.overrides import layer_count_fix
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS, subprocess_env
 from tests.twin import LAYERS, THOUGHT, build_twin
 

@@ -12,10 +12,10 @@ import httpx
 import jsonschema
 import pytest
 
+from mcp_sim.core.simulator import SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import ChatMessage, GenerationRequest
 from mcp_sim.engines.openai import BUDGET_FIELD, OpenAIEngine
-from mcp_sim.simulator import SimOptions, Simulator
-from mcp_sim.specs import load_catalog
 from tests.conftest import SPECS, llama_cpp_server
 from tests.twin import THOUGHT, build_twin
 

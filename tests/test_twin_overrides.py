@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from mcp_sim.base.errors import ModelFileError, RegistryError
 from mcp_sim.engines.llama.gguf import read_header
 from mcp_sim.engines.llama.overrides import layer_count_fix, plan_load
-from mcp_sim.errors import ModelFileError, RegistryError
 from mcp_sim.models.registry import load_manifest
 from tests.twin import LAYERS, build_twin
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_sim.prompt import agentworld_system_prompt, extract_observation
-from mcp_sim.specs import SpecSet, load_catalog
+from mcp_sim.core.prompt import agentworld_system_prompt, extract_observation
+from mcp_sim.core.specs import SpecSet, load_catalog
 from tests.conftest import SPECS
 
 OFFICIAL = Path(__file__).parent / "data" / "official" / "qwen_agentworld_mcp_system_prompt.txt"

@@ -17,13 +17,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim import warmup as warmup_module
+from mcp_sim.base.errors import ModelFileError
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
-from mcp_sim.errors import ModelFileError
-from mcp_sim.server import create_server
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
-from mcp_sim.warmup import Warmup
+from mcp_sim.serving import warmup as warmup_module
+from mcp_sim.serving.server import create_server
+from mcp_sim.serving.warmup import Warmup
 from tests.conftest import SPECS, mcp_sim_command, subprocess_env
 from tests.scripted import ScriptedEngine
 
@@ -198,7 +198,7 @@ class SilentEngine(ScriptedEngine):
 async def test_a_call_with_nothing_to_report_still_sends_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients that reset their timeout on progress (the Inspector CLI gives up after 60 s without) must hear
     from the server while it reads a long prompt; the values keep increasing, as MCP requires."""
-    from mcp_sim import call_path
+    from mcp_sim.serving import call_path
 
     monkeypatch.setattr(call_path, "HEARTBEAT_S", 0.2)
     engine = SilentEngine(STATUS)
@@ -215,7 +215,7 @@ async def test_a_call_with_nothing_to_report_still_sends_progress(monkeypatch: p
 
 
 async def test_a_resource_read_waits_for_the_model_as_a_call_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    """resources/read takes the tools/call path (mcp_sim.call_path): it waits for the warm-up, and a failed
+    """resources/read takes the tools/call path (mcp_sim.serving.call_path): it waits for the warm-up, and a failed
     warm-up is an error naming it, not a read against a model that never loaded."""
     engine = SlowLoadingEngine("buy milk\n")
     monkeypatch.setattr(warmup_module, "WAIT_REPORT_S", 0.05)

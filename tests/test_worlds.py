@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from mcp_sim.prompt import Turn
-from mcp_sim.simulator import META_KEY, SimOptions, Simulator
-from mcp_sim.specs import load_catalog
-from mcp_sim.worlds import WorldError, Worlds
-from mcp_sim.worlds.routing import choose_world
-from mcp_sim.worlds.sqlite_store import SqliteStore
-from mcp_sim.worlds.stores import open_store
+from mcp_sim.core.prompt import Turn
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.core.worlds import WorldError, Worlds
+from mcp_sim.core.worlds.routing import choose_world
+from mcp_sim.core.worlds.sqlite_store import SqliteStore
+from mcp_sim.core.worlds.stores import open_store
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 

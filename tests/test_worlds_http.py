@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mcp import Client
 
 from mcp_sim.cli import cli
-from mcp_sim.simulator import META_KEY
+from mcp_sim.core.simulator import META_KEY
 from tests.conftest import SPECS, start_http_server, stop
 
 pytestmark = pytest.mark.anyio

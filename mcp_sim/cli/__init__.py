@@ -12,10 +12,10 @@ import sys
 
 import click
 
+from mcp_sim.cli import cache as cache_commands
 from mcp_sim.cli import fidelity, models, serve, worlds
-from mcp_sim.rehearsal import cache_commands
-from mcp_sim.rehearsal import commands as rehearsal
-from mcp_sim.sources import commands as sources
+from mcp_sim.cli import rehearsal as rehearsal
+from mcp_sim.cli import sources as sources
 
 VERBOSE_HELP = "More logging on stderr (-vv for debug and tracebacks); before or after the command."
 

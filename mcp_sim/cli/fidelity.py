@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
+from mcp_sim.cli.errors import handle_errors
 from mcp_sim.cli.options import build_simulator, engine_options, logger
-from mcp_sim.cli_errors import handle_errors
 
 # Lets `-- COMMAND --flag` reach the real server untouched.
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
@@ -95,8 +95,8 @@ def record(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
            transport: str, host: str, port: int) -> None:
     """Proxy a real server and record each tool call: `record --out t.jsonl -- COMMAND ARGS`."""
     from mcp_sim.fidelity.record import run_proxy
-    from mcp_sim.fidelity.traces import DEFAULT_REDACT_PATTERNS, Redactor
     from mcp_sim.fidelity.upstream import UpstreamError, parse_env, run_upstream, server_target
+    from mcp_sim.rehearsal.traces import DEFAULT_REDACT_PATTERNS, Redactor
 
     pairs = []
     for item in replacements:
@@ -114,8 +114,8 @@ def record(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
 
 def _write_checked(document: dict[str, Any], path: Path) -> None:
     """Write a spec only once it loads: a scratch copy next to it is checked, then moved into place."""
+    from mcp_sim.core.specs import load_catalog
     from mcp_sim.fidelity.mirror import dump_spec
-    from mcp_sim.specs import load_catalog
 
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(f".{path.stem}.mcp-sim-tmp{path.suffix}")
@@ -131,7 +131,7 @@ def _write_checked(document: dict[str, Any], path: Path) -> None:
 def _read_document(path: Path) -> dict[str, Any]:
     import yaml
 
-    from mcp_sim.errors import SpecError, yaml_failure
+    from mcp_sim.base.errors import SpecError, yaml_failure
 
     try:
         text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 BOM is dropped
@@ -163,7 +163,7 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
           replace: bool) -> None:
     """Add real recorded results from TRACES to a spec as x-sim.examples."""
     from mcp_sim.fidelity import learn as learning
-    from mcp_sim.fidelity.traces import read_traces
+    from mcp_sim.rehearsal.traces import read_traces
 
     document = _read_document(spec_path)
     report = learning.learn(document, read_traces(list(traces)), max_per_tool, max_chars, replace)
@@ -199,10 +199,10 @@ def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_di
                  only_sessions: tuple[str, ...], max_steps: int | None, rel_tol: float, use_judge: bool,
                  judge_model: str | None, **engine: Any) -> None:
     """Replay recorded TRACES against the simulator and score its fidelity per tool."""
+    from mcp_sim.core.specs import load_catalog
     from mcp_sim.fidelity.evaluate import MODES, RealResults, SimulatorResponder, evaluate
     from mcp_sim.fidelity.report import markdown, summarize, write_report
-    from mcp_sim.fidelity.traces import TraceError, read_traces
-    from mcp_sim.specs import load_catalog
+    from mcp_sim.rehearsal.traces import TraceError, read_traces
 
     records = _select(read_traces(list(traces)), only_sessions, max_steps)
     if not records:
@@ -225,7 +225,7 @@ def eval_command(traces: tuple[str, ...], spec_paths: tuple[str, ...], report_di
 
 
 def _select(records: list[Any], only_sessions: tuple[str, ...], max_steps: int | None) -> list[Any]:
-    from mcp_sim.fidelity.traces import sessions
+    from mcp_sim.rehearsal.traces import sessions
 
     chosen = []
     for name, steps in sessions(records).items():
@@ -236,8 +236,8 @@ def _select(records: list[Any], only_sessions: tuple[str, ...], max_steps: int |
 
 def _judge(engine: Any, judge_model: str | None, options: dict[str, Any]) -> Any:
     """The simulator's own engine, or JUDGE_MODEL run by the same engine kind and options."""
+    from mcp_sim.core.engine_setup import EngineSettings, build_engine
     from mcp_sim.fidelity.judge import LlmJudge
-    from mcp_sim.models.settings import EngineSettings, build_engine
 
     if judge_model is None:
         return LlmJudge(engine)

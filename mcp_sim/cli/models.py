@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from mcp_sim.cli.errors import handle_errors
 from mcp_sim.cli.options import engine_options
-from mcp_sim.cli_errors import handle_errors
 
 
 @click.group("models")
@@ -77,8 +77,8 @@ def _list_models() -> None:
 
 
 def _doctor(engine: dict[str, Any]) -> None:
-    from mcp_sim.models.doctor import FAIL, WARN, blocking, diagnose
-    from mcp_sim.models.settings import EngineSettings
+    from mcp_sim.app.doctor import FAIL, WARN, blocking, diagnose
+    from mcp_sim.core.engine_setup import EngineSettings
 
     checks = diagnose(EngineSettings(**engine))
     marks = {FAIL: "FAIL", WARN: "warn"}

@@ -1,4 +1,4 @@
-"""What the commands share: the engine options, the error handler (from mcp_sim.cli_errors), and building a
+"""What the commands share: the engine options, the error handler (from mcp_sim.cli.errors), and building a
 simulator from them."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mcp_sim import defaults
-from mcp_sim.cli_errors import handle_errors as handle_errors  # re-exported: serve.py imports it here
+from mcp_sim.base import defaults
+from mcp_sim.cli.errors import handle_errors as handle_errors  # re-exported: serve.py imports it here
+from mcp_sim.core.specs import Catalog
 from mcp_sim.engines.registry import ENGINES, engine_names
-from mcp_sim.specs import Catalog
 
 if TYPE_CHECKING:
-    from mcp_sim.calls import AnswerSource
-    from mcp_sim.prompt_budget import SpecFit
+    from mcp_sim.core.calls import AnswerSource
+    from mcp_sim.core.prompt_budget import SpecFit
+    from mcp_sim.core.simulator import Simulator
+    from mcp_sim.core.worlds import Worlds
     from mcp_sim.rehearsal.settings import RehearsalSettings
-    from mcp_sim.simulator import Simulator
-    from mcp_sim.worlds import Worlds
 
 logger = logging.getLogger("mcp_sim")
 
@@ -162,9 +162,9 @@ def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None,
                  store: str | None = None) -> Worlds:
     """The worlds of a server over CATALOG; an unknown --scenario or an unusable --state-dir or --store fails
     here."""
-    from mcp_sim.worlds import Worlds
-    from mcp_sim.worlds.stores import open_store
-    from mcp_sim.worlds.world import WorldError
+    from mcp_sim.core.worlds import Worlds
+    from mcp_sim.core.worlds.stores import open_store
+    from mcp_sim.core.worlds.world import WorldError
 
     default = scenario or catalog.default_scenario
     if default not in catalog.scenarios():
@@ -178,7 +178,7 @@ def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: R
                     sources: Sequence[AnswerSource] = (), **engine: Any) -> Simulator:
     """mcp_sim.app.build_simulator from a command's engine options (keyword arguments, as click gives them)."""
     from mcp_sim import app
-    from mcp_sim.models.settings import EngineSettings
+    from mcp_sim.core.engine_setup import EngineSettings
     from mcp_sim.rehearsal.settings import RehearsalSettings
 
     settings = app.AppSettings(EngineSettings(**engine), rehearsal or RehearsalSettings(), load=load, sources=sources)

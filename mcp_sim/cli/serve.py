@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import click
 
-from mcp_sim import app, defaults
+from mcp_sim import app
+from mcp_sim.base import defaults
+from mcp_sim.base.errors import McpSimError
 from mcp_sim.cli.options import (
     build_simulator,
     build_worlds,
@@ -21,17 +23,16 @@ from mcp_sim.cli.options import (
     rehearsal_settings,
     world_options,
 )
-from mcp_sim.errors import McpSimError
-from mcp_sim.specs import Catalog, load_catalog
+from mcp_sim.core.specs import Catalog, load_catalog
+from mcp_sim.core.worlds.routing import SCOPES
+from mcp_sim.core.worlds.world import DEFAULT_WORLD
+from mcp_sim.serving.transports import HttpSecurity, http_security_options
 from mcp_sim.state.book import StateBook
-from mcp_sim.transports import HttpSecurity, http_security_options
-from mcp_sim.worlds.routing import SCOPES
-from mcp_sim.worlds.world import DEFAULT_WORLD
 
 if TYPE_CHECKING:
-    from mcp_sim.prompt_budget import SpecFit
+    from mcp_sim.core.prompt_budget import SpecFit
+    from mcp_sim.core.simulator import Simulator
     from mcp_sim.rehearsal.setup import RehearsalSettings
-    from mcp_sim.simulator import Simulator
 
 
 @click.command()
@@ -62,13 +63,13 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
           world_scope: str, expose_world: bool, reload_specs: bool, warm_start: bool, http_security: HttpSecurity,
           scenario: str | None, state_dir: Path | None, max_worlds: int, store: str | None, **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
-    from mcp_sim.admin import admin_routes
-    from mcp_sim.reload import SpecReloader, serve_reloading
-    from mcp_sim.scheduler import FairScheduler
-    from mcp_sim.server import create_server
-    from mcp_sim.server_features import Peers
-    from mcp_sim.transports import serve_http, serve_stdio
-    from mcp_sim.warmup import Warmup
+    from mcp_sim.serving.admin import admin_routes
+    from mcp_sim.serving.reload import SpecReloader, serve_reloading
+    from mcp_sim.serving.scheduler import FairScheduler
+    from mcp_sim.serving.server import create_server
+    from mcp_sim.serving.server_features import Peers
+    from mcp_sim.serving.transports import serve_http, serve_stdio
+    from mcp_sim.serving.warmup import Warmup
 
     if transport == "http":
         http_security.check(host)  # refuse an unsafe bind before anything heavy loads
@@ -161,8 +162,8 @@ def _announce(line: str) -> None:
 def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, scenario: str | None,
          state_dir: Path | None, max_worlds: int, store: str | None, **engine: Any) -> None:
     """Simulate one call and print the result as a client receives it."""
-    from mcp_sim.server import to_call_tool_result
-    from mcp_sim.simulator import UnknownToolError
+    from mcp_sim.core.simulator import UnknownToolError
+    from mcp_sim.serving.server import to_call_tool_result
 
     raw = sys.stdin.read() if arguments == "-" else arguments
     try:
@@ -194,11 +195,11 @@ def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, sce
               help="The answer's budget, which the prompt must leave room for (as serve --max-tokens).")
 def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
     """Check spec files and summarize them, with each one's prompt size against --ctx; exit 1 on any problem."""
+    from mcp_sim.base.grammar_schema import prepare_for_grammar
+    from mcp_sim.core.prompt_budget import fit_prompts, reserved_tokens
+    from mcp_sim.core.resources import surface_summary
     from mcp_sim.engines.counting import count_text
     from mcp_sim.engines.registry import engine_kind
-    from mcp_sim.grammar_schema import prepare_for_grammar
-    from mcp_sim.prompt_budget import fit_prompts, reserved_tokens
-    from mcp_sim.resources import surface_summary
 
     try:
         catalog = load_catalog(list(specs))

@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 import click
 import httpx
 
-from mcp_sim import defaults
-from mcp_sim.cli_errors import handle_errors
-from mcp_sim.errors import McpSimError
+from mcp_sim.base import defaults
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.cli.errors import handle_errors
 
-ADMIN_PATH = "/admin/worlds"  # mirrors mcp_sim.admin, which this client never imports (no server deps)
+ADMIN_PATH = "/admin/worlds"  # mirrors mcp_sim.serving.admin, which this client never imports (no server deps)
 
 
 class AdminError(McpSimError):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
 
 
 @dataclass(frozen=True)

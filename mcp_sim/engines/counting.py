@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from mcp_sim.base.errors import McpSimError
 from mcp_sim.engines.base import Engine
-from mcp_sim.errors import McpSimError
 
 # Characters per token when nothing better is known: JSON schemas run near 3 with SmolLM2's tokenizer.
 CHARS_PER_TOKEN_ESTIMATE = 3.0

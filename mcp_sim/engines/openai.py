@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
+from mcp_sim.base.errors import EngineError
+from mcp_sim.base.reasoning import THINK_CLOSE, split_reasoning
 from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
-from mcp_sim.errors import EngineError
-from mcp_sim.reasoning import THINK_CLOSE, split_reasoning
 
 logger = logging.getLogger(__name__)
 

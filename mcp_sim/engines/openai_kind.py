@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
+from mcp_sim.base.errors import McpSimError
 from mcp_sim.engines.base import Engine
 from mcp_sim.engines.kind import FAIL, OK, Check, ModelChoice, SummaryFor
 from mcp_sim.engines.openai import OpenAIEngine
 from mcp_sim.engines.settings import EngineSettings
-from mcp_sim.errors import McpSimError
 from mcp_sim.models.registry import find_manifest
 
 

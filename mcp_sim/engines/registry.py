@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from mcp_sim.base.errors import McpSimError
 from mcp_sim.engines.kind import EngineKind
 from mcp_sim.engines.llama.kind import LLAMA
 from mcp_sim.engines.openai_kind import OPENAI
-from mcp_sim.errors import McpSimError
 
 ENGINES: dict[str, EngineKind] = {kind.name: kind for kind in (LLAMA, OPENAI)}
 

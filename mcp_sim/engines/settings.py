@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
 
 
 @dataclass

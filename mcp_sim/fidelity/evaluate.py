@@ -17,15 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mcp_sim import defaults
-from mcp_sim.calls import Call
-from mcp_sim.errors import McpSimError
+from mcp_sim.base import defaults
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.base.result import SimulationResult
+from mcp_sim.core.calls import Call
+from mcp_sim.core.prompt import Turn, render_action, render_error, render_observation
+from mcp_sim.core.simulator import Simulator, UnknownToolError
+from mcp_sim.core.specs import ToolSpec
 from mcp_sim.fidelity.scoring import METRICS, Observation, StepScores, score_step
-from mcp_sim.fidelity.traces import TraceRecord, sessions
-from mcp_sim.prompt import Turn, render_action, render_error, render_observation
-from mcp_sim.result import SimulationResult
-from mcp_sim.simulator import Simulator, UnknownToolError
-from mcp_sim.specs import ToolSpec
+from mcp_sim.rehearsal.traces import TraceRecord, sessions
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.core.prompt import render_action, render_observation
+from mcp_sim.core.specs import ToolSpec
 from mcp_sim.engines.base import ChatMessage, Engine, GenerationRequest
-from mcp_sim.errors import McpSimError
 from mcp_sim.fidelity.scoring import Observation
-from mcp_sim.fidelity.traces import TraceRecord
-from mcp_sim.prompt import render_action, render_observation
-from mcp_sim.specs import ToolSpec
+from mcp_sim.rehearsal.traces import TraceRecord
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_sim.fidelity.traces import TraceRecord
-from mcp_sim.specs import validation_error
+from mcp_sim.core.specs import validation_error
+from mcp_sim.rehearsal.traces import TraceRecord
 
 DEFAULT_MAX_PER_TOOL = 2
 DEFAULT_MAX_CHARS = 1500

@@ -11,12 +11,12 @@ from typing import Any
 import yaml
 from mcp import StdioServerParameters
 
-from mcp_sim.capabilities import capabilities_document
-from mcp_sim.errors import McpSimError, SpecError
+from mcp_sim.base.errors import McpSimError, SpecError
+from mcp_sim.core.capabilities import capabilities_document
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.fidelity.mirror_surface import MirroredSurface, fetch_surface
 from mcp_sim.fidelity.upstream import connect, list_all_tools
 from mcp_sim.sources.state_inference import infer_state
-from mcp_sim.specs import load_catalog
 
 
 class MirrorError(McpSimError):

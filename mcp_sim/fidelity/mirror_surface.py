@@ -17,8 +17,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
+from mcp_sim.core.resources import parse_surface
 from mcp_sim.fidelity.upstream import MAX_PAGES, UpstreamError
-from mcp_sim.resources import parse_surface
 
 Page = Callable[[str | None], Awaitable[Any]]
 

@@ -24,10 +24,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_sim.fidelity.record_interactions import CallTaps, Tap
 from mcp_sim.fidelity.record_surface import surface_proxy_handlers
 from mcp_sim.fidelity.recorder import Recorder
-from mcp_sim.fidelity.traces import Redactor, TraceWriter
 from mcp_sim.fidelity.upstream import connect
-from mcp_sim.server import RequestContext, transport_session_id
-from mcp_sim.transports import serve_http, serve_stdio
+from mcp_sim.rehearsal.traces import Redactor, TraceWriter
+from mcp_sim.serving.server import RequestContext, transport_session_id
+from mcp_sim.serving.transports import serve_http, serve_stdio
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, TypeAdapter
 
-from mcp_sim.server import RequestContext
+from mcp_sim.serving.server import RequestContext
 
 logger = logging.getLogger(__name__)
 

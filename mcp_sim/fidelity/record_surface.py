@@ -12,8 +12,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_sim.fidelity.recorder import Recorder
-from mcp_sim.fidelity.traces import PROMPT_GET, RESOURCE_READ
-from mcp_sim.server import RequestContext
+from mcp_sim.rehearsal.traces import PROMPT_GET, RESOURCE_READ
+from mcp_sim.serving.server import RequestContext
 
 SessionOf = Callable[[RequestContext], str]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from mcp_sim.fidelity.traces import TOOL_CALL, Redactor, TraceRecord, TraceWriter, read_traces, replace_text
+from mcp_sim.rehearsal.traces import TOOL_CALL, Redactor, TraceRecord, TraceWriter, read_traces, replace_text
 
 
 class Recorder:

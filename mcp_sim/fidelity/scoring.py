@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from mcp_sim import defaults
-from mcp_sim.fidelity.traces import result_text
-from mcp_sim.specs import validation_error
+from mcp_sim.base import defaults
+from mcp_sim.core.specs import validation_error
+from mcp_sim.rehearsal.traces import result_text
 
 METRICS = ("schema_valid", "error_agreement", "structure", "value", "state", "fidelity")
 MIN_STATE_CHARS = 3

@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.base.errors import McpSimError
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_sim.errors import ModelFileError
+from mcp_sim.base.errors import ModelFileError
 from mcp_sim.models.bundled import default_model_path
 from mcp_sim.models.registry import Manifest, Quant, find_manifest, load_registry, local_gguf_files, models_dirs
 

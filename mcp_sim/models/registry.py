@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_sim.errors import ModelFileError, RegistryError
+from mcp_sim.base.errors import ModelFileError, RegistryError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from mcp_sim.model_answer import ModelAnswerer
+from mcp_sim.core.model_answer import ModelAnswerer
+from mcp_sim.core.specs import Catalog
 from mcp_sim.rehearsal.fault_hook import fault_injector
 from mcp_sim.rehearsal.ledger import Ledger
 from mcp_sim.rehearsal.ledger_observer import LedgerRecorder
 from mcp_sim.rehearsal.parts import RehearsalParts
 from mcp_sim.rehearsal.settings import RehearsalSettings
-from mcp_sim.specs import Catalog
 
 
 def bad_day_parts(catalog: Catalog, model: ModelAnswerer, seed: int | None, settings: RehearsalSettings,

@@ -18,10 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mcp_sim.errors import ModelFileError
-from mcp_sim.prompt import Turn
+from mcp_sim.base.errors import ModelFileError
+from mcp_sim.core.prompt import Turn
 from mcp_sim.rehearsal.cache_file import BUSY_TIMEOUT_S, SCHEMA_VERSION, CacheError, open_cache
-from mcp_sim.rehearsal.canonical import canonical_json
+from mcp_sim.xsim.canonical import canonical_json
 
 __all__ = ["CacheError", "CachedResult", "ResponseCache", "cache_key", "json_digest"]
 

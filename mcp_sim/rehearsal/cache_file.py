@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.base.errors import McpSimError
 
 SCHEMA_VERSION = 1
 # PRAGMA application_id: "mcsc" marks the file as an mcp-sim response cache.

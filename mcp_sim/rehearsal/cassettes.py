@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_sim.errors import McpSimError
-from mcp_sim.fidelity.traces import TraceRecord, read_traces, result_text
-from mcp_sim.prompt import Turn, render_action, render_observation
-from mcp_sim.rehearsal.canonical import canonical_json
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.core.prompt import Turn, render_action, render_observation
+from mcp_sim.rehearsal.traces import TraceRecord, read_traces, result_text
+from mcp_sim.xsim.canonical import canonical_json
 
 
 class CassetteError(McpSimError):

@@ -1,6 +1,6 @@
 """The fault hook: applies a FaultPlan to the calls of a simulator, in its worker thread.
 
-Each fired rule acts in its kind's phase (mcp_sim/rehearsal/fault_kinds.py): before the model (wait, hold,
+Each fired rule acts in its kind's phase (mcp_sim/xsim/fault_kinds.py): before the model (wait, hold,
 answer instead), instead of a result (a JSON-RPC error, carried by the result as `protocol_error`), or after
 the model (reshape the answer). Whatever comes out is an ordinary answer the simulator settles, so every
 observer (the ledger, the cache) sees it. Every applied fault is listed in `_meta["mcp-sim/simulation"]
@@ -16,13 +16,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mcp_sim import defaults
-from mcp_sim.calls import Call, SimulationResult
-from mcp_sim.model_answer import ModelAnswerer
-from mcp_sim.prompt import parse_error, render_error
-from mcp_sim.rehearsal.fault_kind import AfterModel, BeforeModel, Details, FaultCall, ProtocolKind, Subject
-from mcp_sim.rehearsal.fault_kinds import FAULT_KINDS, failed, labelled
-from mcp_sim.rehearsal.faults import (
+from mcp_sim.base import defaults
+from mcp_sim.base.result import SimulationMeta
+from mcp_sim.core.calls import Call, SimulationResult
+from mcp_sim.core.model_answer import ModelAnswerer
+from mcp_sim.core.prompt import parse_error, render_error
+from mcp_sim.core.specs import Catalog, ToolSpec
+from mcp_sim.xsim.fault_kind import AfterModel, BeforeModel, Details, FaultCall, ProtocolKind, Subject
+from mcp_sim.xsim.fault_kinds import FAULT_KINDS, failed, labelled
+from mcp_sim.xsim.faults import (
     AFTER_MODEL,
     Fault,
     FaultFileError,
@@ -32,8 +34,6 @@ from mcp_sim.rehearsal.faults import (
     load_faults,
     unmatched,
 )
-from mcp_sim.result import SimulationMeta
-from mcp_sim.specs import Catalog, ToolSpec
 
 logger = logging.getLogger(__name__)
 

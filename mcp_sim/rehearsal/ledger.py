@@ -18,7 +18,7 @@ from typing import Any
 
 import pydantic
 
-from mcp_sim.errors import McpSimError
+from mcp_sim.base.errors import McpSimError
 
 log = logging.getLogger(__name__)
 

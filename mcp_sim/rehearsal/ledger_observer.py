@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp_sim.calls import Call, SimulationResult
+from mcp_sim.core.calls import Call, SimulationResult
 from mcp_sim.rehearsal.ledger import Ledger, LedgerError
 
 logger = logging.getLogger(__name__)

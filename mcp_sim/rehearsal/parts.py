@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mcp_sim.calls import AnswerSource, CallObserver, FaultHook
+from mcp_sim.core.calls import AnswerSource, CallObserver, FaultHook
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mcp_sim.base.errors import EngineError
 from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
-from mcp_sim.errors import EngineError
 
 
 class ReplayOnlyEngine:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from mcp_sim.core.engine_setup import Prepared, sim_options
+from mcp_sim.core.simulator import SimOptions
+from mcp_sim.core.specs import Catalog
 from mcp_sim.engines.base import Engine
 from mcp_sim.engines.registry import engine_kind
 from mcp_sim.engines.settings import EngineSettings
-from mcp_sim.models.settings import Prepared, sim_options
 from mcp_sim.rehearsal.cache import ResponseCache, json_digest
 from mcp_sim.rehearsal.cassettes import Cassette
-from mcp_sim.rehearsal.fixtures import FixtureSet
 from mcp_sim.rehearsal.parts import RehearsalParts
 from mcp_sim.rehearsal.replay_engine import ReplayOnlyEngine
 from mcp_sim.rehearsal.settings import RehearsalSettings
@@ -24,8 +25,7 @@ from mcp_sim.rehearsal.sources import (
     FixtureSource,
     options_digest,
 )
-from mcp_sim.simulator import SimOptions
-from mcp_sim.specs import Catalog
+from mcp_sim.xsim.fixtures import FixtureSet
 
 logger = logging.getLogger(__name__)
 

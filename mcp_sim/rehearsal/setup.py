@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from mcp_sim.core.model_answer import ModelAnswerer
+from mcp_sim.core.simulator import SimOptions
+from mcp_sim.core.specs import Catalog
 from mcp_sim.engines.base import Engine
-from mcp_sim.model_answer import ModelAnswerer
 from mcp_sim.rehearsal.bad_day_setup import bad_day_parts
 from mcp_sim.rehearsal.parts import RehearsalParts
 from mcp_sim.rehearsal.replay_setup import replay_parts
 from mcp_sim.rehearsal.settings import RehearsalSettings
-from mcp_sim.simulator import SimOptions
-from mcp_sim.specs import Catalog
 
 __all__ = ["RehearsalParts", "RehearsalSettings", "rehearsal_parts"]
 

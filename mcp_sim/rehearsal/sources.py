@@ -13,16 +13,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_sim import prompt
-from mcp_sim.calls import Call, SimulationResult
-from mcp_sim.content import content_text, is_plain_text
-from mcp_sim.prompt import render_error, render_observation
+from mcp_sim.base.content import content_text, is_plain_text
+from mcp_sim.base.result import SimulationMeta
+from mcp_sim.core import prompt
+from mcp_sim.core.calls import Call, SimulationResult
+from mcp_sim.core.prompt import render_error, render_observation
+from mcp_sim.core.specs import ToolSpec
 from mcp_sim.rehearsal.cache import CacheError, ResponseCache, cache_key, json_digest
-from mcp_sim.rehearsal.canonical import canonical_json
 from mcp_sim.rehearsal.cassettes import Cassette, RecordedCall
-from mcp_sim.rehearsal.fixtures import FixtureSet
-from mcp_sim.result import SimulationMeta
-from mcp_sim.specs import ToolSpec
+from mcp_sim.xsim.canonical import canonical_json
+from mcp_sim.xsim.fixtures import FixtureSet
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_sim.errors import McpSimError, parse_failure
-from mcp_sim.specs import load_catalog
+from mcp_sim.base.errors import McpSimError, parse_failure
+from mcp_sim.core.specs import load_catalog
 
 CONFIG_NAME = "claude_desktop_config.json"
 

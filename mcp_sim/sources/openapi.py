@@ -18,12 +18,12 @@ from typing import Any
 import yaml
 from jsonschema.exceptions import best_match
 
-from mcp_sim.errors import SpecError
+from mcp_sim.base.errors import SpecError
+from mcp_sim.core.specs import load_catalog
 from mcp_sim.sources.openapi_operations import METHODS, Operation, ToolBuilder, tool_name
 from mcp_sim.sources.openapi_refs import OpenAPIImportError, RefResolver, UnconvertibleError, escape, read_document
 from mcp_sim.sources.openapi_schema import SchemaConverter
 from mcp_sim.sources.state_inference import infer_state
-from mcp_sim.specs import load_catalog
 
 __all__ = ["ImportResult", "OpenAPIImportError", "import_openapi", "write_spec"]
 

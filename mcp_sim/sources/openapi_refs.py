@@ -19,7 +19,7 @@ import yaml
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
-from mcp_sim.errors import McpSimError, yaml_failure
+from mcp_sim.base.errors import McpSimError, yaml_failure
 
 # A URL, not a path: a scheme of two or more letters (so that C:/ stays a Windows path).
 URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_sim.grammar_schema import prepare_for_grammar
+from mcp_sim.base.grammar_schema import prepare_for_grammar
 from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.naming import (
     CURSOR_NAMES,

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_sim.schemas import invalid_places, validation_error
+from mcp_sim.base.schemas import invalid_places, validation_error
 from mcp_sim.state.layout import Layout, escape, properties, schema_at
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular

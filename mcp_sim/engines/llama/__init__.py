@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
+from mcp_sim.base.errors import EngineError, ModelFileError
 from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.engines.llama.batch import BatchDecoder
 from mcp_sim.engines.llama.batch_job import Codec, Job
@@ -31,7 +32,6 @@ from mcp_sim.engines.llama.prefix import PrefixCache, memory_can_shift, plan_che
 from mcp_sim.engines.llama.sampling import LazyGrammarSampler, decode
 from mcp_sim.engines.llama.state_cache import StateCache
 from mcp_sim.engines.llama.thinking import opening_tokens, think
-from mcp_sim.errors import EngineError, ModelFileError
 
 __all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "plan_load", "read_metadata"]
 

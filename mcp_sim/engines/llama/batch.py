@@ -16,6 +16,7 @@ import threading
 from collections import deque
 from typing import Any
 
+from mcp_sim.base.errors import EngineError
 from mcp_sim.engines.base import Generation
 from mcp_sim.engines.llama.batch_job import Job
 from mcp_sim.engines.llama.prefix import (
@@ -28,7 +29,6 @@ from mcp_sim.engines.llama.prefix import (
 )
 from mcp_sim.engines.llama.slots import Resume, Slot, choose_slot, plan_resume
 from mcp_sim.engines.llama.state_cache import StateCache
-from mcp_sim.errors import EngineError
 
 logger = logging.getLogger(__name__)
 

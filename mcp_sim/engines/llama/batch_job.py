@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mcp_sim.base.reasoning import THINK_CLOSE
 from mcp_sim.engines.base import Generation, GenerationRequest
 from mcp_sim.engines.llama.sampling import LazyGrammarSampler, cut_at_stop, hits_stop
 from mcp_sim.engines.llama.slots import Slot
 from mcp_sim.engines.llama.thinking import closing_suffix, reasoning_of, thought_tail
-from mcp_sim.reasoning import THINK_CLOSE
 
 logger = logging.getLogger(__name__)
 

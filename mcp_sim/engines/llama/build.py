@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mcp_sim import defaults
+from mcp_sim.base import defaults
 
 
 def gpu_offload_supported() -> bool:

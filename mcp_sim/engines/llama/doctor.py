@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mcp_sim.base.errors import McpSimError
 from mcp_sim.engines.kind import FAIL, OK, WARN, Check, SummaryFor
 from mcp_sim.engines.llama.build import build_info, gpu_offload_supported
 from mcp_sim.engines.llama.gguf import read_metadata
 from mcp_sim.engines.llama.overrides import plan_load
 from mcp_sim.engines.settings import EngineSettings
-from mcp_sim.errors import McpSimError
 from mcp_sim.models.hub import resolve
 
 # Backends as llama.cpp's system info names them, in the order to report them.

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from mcp_sim.errors import ModelFileError
+from mcp_sim.base.errors import ModelFileError
 
 GGUF_MAGIC = b"GGUF"
 # Header: magic, version (u32), tensor count (u64), metadata count (u64).

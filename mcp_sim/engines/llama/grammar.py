@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mcp_sim.errors import EngineError
+from mcp_sim.base.errors import EngineError
 
 
 class GrammarCache:

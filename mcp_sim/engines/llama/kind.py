@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp_sim.base.errors import McpSimError
 from mcp_sim.engines.base import Engine
 from mcp_sim.engines.kind import Check, ModelChoice, SummaryFor
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.llama.doctor import llama_checks
 from mcp_sim.engines.pool import EnginePool
 from mcp_sim.engines.settings import EngineSettings
-from mcp_sim.errors import McpSimError
 from mcp_sim.models.hub import DEFAULT_MODEL, find_manifest_for_file, resolve
 from mcp_sim.models.registry import find_manifest
 

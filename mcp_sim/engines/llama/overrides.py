@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_sim.base.errors import ModelFileError
 from mcp_sim.engines.llama.gguf import GgufHeader, read_header
-from mcp_sim.errors import ModelFileError
 
 logger = logging.getLogger(__name__)
 

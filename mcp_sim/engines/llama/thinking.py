@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_sim.base.reasoning import THINK_CLOSE, THINK_OPEN
 from mcp_sim.engines.base import GenerationRequest
-from mcp_sim.reasoning import THINK_CLOSE, THINK_OPEN
 
 logger = logging.getLogger(__name__)
 

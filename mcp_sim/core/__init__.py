@@ -1,0 +1,1 @@
+"""The simulator core, which knows nothing of MCP: specs, worlds, calls, prompts, answers."""

@@ -1,6 +1,0 @@
-"""Worlds: the simulated state every call is answered in (a scenario plus the history of its calls)."""
-
-from mcp_sim.worlds.registry import Worlds
-from mcp_sim.worlds.world import DEFAULT_WORLD, World, WorldError, check_world_name
-
-__all__ = ["DEFAULT_WORLD", "World", "WorldError", "Worlds", "check_world_name"]
