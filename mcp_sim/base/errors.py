@@ -22,13 +22,21 @@ def yaml_failure(exc: Exception) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" ({context})" if context else "")
 
 
-class SpecError(McpSimError):
-    """One or more tool spec files are invalid; every problem is listed."""
+class ProblemsError(McpSimError):
+    """Input with one or more problems, every one listed (each with its pointer)."""
+
+    subject = "the input"
 
     def __init__(self, problems: list[str]):
         self.problems = problems
         listing = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"{len(problems)} problem(s) in the tool specs:\n{listing}")
+        super().__init__(f"{len(problems)} problem(s) in {self.subject}:\n{listing}")
+
+
+class SpecError(ProblemsError):
+    """One or more tool spec files are invalid; every problem is listed."""
+
+    subject = "the tool specs"
 
 
 class ModelFileError(McpSimError):

@@ -32,7 +32,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from mcp_sim.base.errors import McpSimError
+from mcp_sim.base.errors import ProblemsError
 from mcp_sim.base.result import SimulationResult
 from mcp_sim.xsim.fault_kind import Details
 from mcp_sim.xsim.fault_kinds import FAULT_KINDS
@@ -59,13 +59,10 @@ def _known_kind(kind: str) -> str:
 Kind = Annotated[str, AfterValidator(_known_kind)]
 
 
-class FaultFileError(McpSimError):
+class FaultFileError(ProblemsError):
     """A fault rule file (or a spec's x-sim.faults) is invalid; every problem is listed with its pointer."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        listing = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"{len(problems)} problem(s) in the fault rules:\n{listing}")
+    subject = "the fault rules"
 
 
 class FaultRule(BaseModel):
