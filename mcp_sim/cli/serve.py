@@ -26,6 +26,7 @@ from mcp_sim.cli.options import (
 from mcp_sim.core.specs import Catalog, load_catalog
 from mcp_sim.core.worlds.routing import SCOPES
 from mcp_sim.core.worlds.world import DEFAULT_WORLD
+from mcp_sim.serving.transport_kinds import TRANSPORTS, Endpoint, Launch
 from mcp_sim.serving.transports import HttpSecurity, http_security_options
 from mcp_sim.state.book import StateBook
 
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("specs", nargs=-1, required=True)
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="stdio", show_default=True,
+              help="; ".join(f"{kind.name}: {kind.summary}" for kind in TRANSPORTS.values()))
 @click.option("--host", default=defaults.HOST, show_default=True)
 @click.option("--port", type=int, default=defaults.PORT, show_default=True)
 @click.option("--path", "http_path", default=defaults.HTTP_PATH, show_default=True)
@@ -68,11 +70,10 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     from mcp_sim.serving.scheduler import FairScheduler
     from mcp_sim.serving.server import create_server
     from mcp_sim.serving.server_features import Peers
-    from mcp_sim.serving.transports import serve_http, serve_stdio
     from mcp_sim.serving.warmup import Warmup
 
-    if transport == "http":
-        http_security.check(host)  # refuse an unsafe bind before anything heavy loads
+    kind, endpoint = TRANSPORTS[transport], Endpoint(host, port, http_path, http_security)
+    kind.check(endpoint)  # refuse an unsafe bind before anything heavy loads
     catalog = load_catalog(list(specs))
     worlds = build_worlds(catalog, scenario, state_dir, max_worlds, store)
     fits: list[SpecFit] = []
@@ -93,23 +94,12 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     if reload_specs:
         reloader = SpecReloader(specs, catalog, server,
                                 lambda new: serving(reloaded_simulator(simulator, new, rehearsal)), peers)
-    where = f"ready at http://{host}:{port}{http_path}" if transport == "http" else "serving on stdio"
-    announce = functools.partial(_announce, startup_line(where, fits, simulator, transport))
+    announce = functools.partial(_announce, startup_line(kind.where(endpoint), fits, simulator, kind.world_hint))
+    # The warm-up starts once the transport is set up (see serve_stdio and serve_http: the quiet model load
+    # briefly points fd 1 and 2 at /dev/null).
+    launch = Launch(server, functools.partial(admin_routes, worlds), warmup.start if warmup else None, announce)
     try:
-        # The warm-up starts once the transport is set up (see serve_stdio and serve_http: the quiet model
-        # load briefly points fd 1 and 2 at /dev/null).
-        if transport == "stdio":
-            announce()
-            anyio.run(serve_reloading, reloader,
-                      functools.partial(serve_stdio, server, warmup.start if warmup else None))
-        else:
-            token = http_security.auth_token()
-            # The admin routes see and change every world: loopback only, unless every request carries the token.
-            routes = admin_routes(worlds, remote_allowed=token is not None)
-            anyio.run(serve_reloading, reloader,
-                      functools.partial(serve_http, server, host, port, http_path, routes=routes,
-                                        on_ready=warmup.start if warmup else None, on_listening=announce,
-                                        **http_security.serve_kwargs()))
+        anyio.run(serve_reloading, reloader, kind.serving(endpoint, launch))
     finally:
         simulator.engine.close()
         worlds.close()
@@ -122,7 +112,7 @@ def reloaded_simulator(running: Simulator, catalog: Catalog, rehearsal: Rehearsa
     return app.assemble(catalog, running.engine, running.options, running.worlds, rehearsal)
 
 
-def startup_line(where: str, fits: list[SpecFit], simulator: Simulator, transport: str) -> str:
+def startup_line(where: str, fits: list[SpecFit], simulator: Simulator, world: str) -> str:
     """One plain line that says what runs: where, which specs (with their prompt size against the context)
     and tools, which model, how to pick a world."""
     files = ", ".join(f"{fit.source} ({_size(fit)})" for fit in fits)
@@ -131,8 +121,6 @@ def startup_line(where: str, fits: list[SpecFit], simulator: Simulator, transpor
         model = "no model (--replay-only: fixtures, cassettes and the cache answer; nothing else)"
     else:
         model = f"model {simulator.engine.name}"
-    world = ("?world=NAME in the URL picks a world" if transport == "http"
-             else '_meta {"mcp-sim/world": NAME} on a call picks a world')
     return (f"mcp-sim {where}: {tools} tool(s) from {files}; {model}; {world} (default: {DEFAULT_WORLD})")
 
 
