@@ -25,7 +25,7 @@ from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.serving.admin import admin_routes
 from mcp_sim.serving.server import create_server
 
-INJECTIONS = Path(__file__).resolve().parent.parent / "mcp_sim" / "rehearsal" / "injections.txt"
+INJECTIONS = Path(__file__).resolve().parent.parent / "mcp_sim" / "xsim" / "injections.txt"
 SECRET = "ZEBRA-42-SECRET"
 
 
