@@ -75,7 +75,8 @@ def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
     if kind.startswith("text/event-stream"):
         # SSE lines end at \n (or \r\n) only: str.splitlines would also cut at U+0085 or U+2028 inside the JSON.
         lines = (line.rstrip("\r") for line in response.text.split("\n"))
-        return [json.loads(line[5:]) for line in lines if line.startswith("data:")]
+        # A priming event (an id and `retry`, SEP-1699) carries an empty data line: no message.
+        return [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:].strip()]
     if kind.startswith("application/json") and response.content:
         body = response.json()
         return body if isinstance(body, list) else [body]

@@ -130,7 +130,8 @@ def test_mirror_pages_and_refuses_to_write_a_spec_that_would_not_load(tmp_path: 
     assert [tool["name"] for tool in spec["tools"]] == ["ping", "boom"]
     assert spec["tools"][0]["annotations"] == {"readOnlyHint": True}
     assert spec["world"]["description"] == "paged-test-server: Pages its tools."
-    assert spec["server"] == {"name": "paged-test-server", "version": "1.0"}
+    assert {key: spec["server"][key] for key in ("name", "version")} == {"name": "paged-test-server", "version": "1.0"}
+    assert "tools" in spec["server"]["capabilities"]  # what the live server advertised, copied
 
 
 def test_invalid_tools_names_each_rejected_tool_with_the_loaders_reason() -> None:
