@@ -394,3 +394,10 @@ def test_sql_tools_answer_from_the_worlds_own_database_in_the_servers_words() ->
     assert said("read_query", query="SELECT * FROM t WHERE 0; ATTACH 'x.db' AS x").startswith("Database error")
     assert "no such table" in sim.simulate("read_query", {"query": "SELECT * FROM t"}, "other").text  # worlds apart
     assert engine.requests == []
+
+
+def test_check_describes_a_put_and_a_move_as_they_are_applied() -> None:
+    sim, _ = simulator(BENCH / "filesystem.yaml")
+    described = sim.state.describe()
+    assert described["write_file"] == "create files by path; from argument path; record at /"  # a put: no new keys
+    assert described["move_file"].startswith("move files by path; from argument source; to argument destination")

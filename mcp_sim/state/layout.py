@@ -57,10 +57,10 @@ def describe(layout: Layout) -> str:
     parts = [f"{effect.op} {effect.collection} by {layout.key}"]
     if layout.argument:
         parts.append(f"from argument {layout.argument}")
-    if layout.to:
-        parts.append(f"to argument {layout.to}")
     elif effect.op == "create":
         parts.append(f"new keys by {effect.new_key}")
+    if layout.to:
+        parts.append(f"to argument {layout.to}")
     if layout.record_at is not None:
         parts.append(f"{'records' if effect.op == 'list' else 'record'} at {layout.record_at or '/'}")
     if effect.op == "list":
