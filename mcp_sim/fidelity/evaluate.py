@@ -21,10 +21,11 @@ from mcp_sim.base import defaults
 from mcp_sim.base.errors import McpSimError
 from mcp_sim.base.result import SimulationResult
 from mcp_sim.core.calls import Call
-from mcp_sim.core.prompt import Turn, render_action, render_error, render_observation
+from mcp_sim.core.prompt import Turn, render_action, render_observation
 from mcp_sim.core.simulator import Simulator, UnknownToolError
 from mcp_sim.core.specs import ToolSpec
 from mcp_sim.fidelity.scoring import METRICS, Observation, StepScores, score_step
+from mcp_sim.rehearsal.sources import recorded_answer
 from mcp_sim.rehearsal.traces import TraceRecord, sessions
 
 logger = logging.getLogger(__name__)
@@ -59,9 +60,7 @@ class RealResults:
         real = self.pending.pop(call.world.name, None)
         if real is None:
             return None
-        observation = render_error(real.text, call.tool.output_schema is not None) if real.is_error else \
-            render_observation(real.structured, real.text)
-        return SimulationResult(real.text, real.structured, real.is_error, observation=observation)
+        return recorded_answer(call.tool, real.text, real.structured, real.is_error)
 
 
 class SimulatorResponder:

@@ -26,14 +26,15 @@ from mcp_sim.xsim.fixtures import FixtureSet
 
 logger = logging.getLogger(__name__)
 
-def _answer(tool: ToolSpec, text: str, structured: dict[str, Any] | None, is_error: bool,
-            meta: SimulationMeta, content: list[dict[str, Any]] | None = None,
-            result_meta: dict[str, Any] | None = None) -> SimulationResult:
+
+def recorded_answer(tool: ToolSpec, text: str, structured: dict[str, Any] | None, is_error: bool,
+                    meta: SimulationMeta | None = None, content: list[dict[str, Any]] | None = None,
+                    result_meta: dict[str, Any] | None = None) -> SimulationResult:
     """An answer recorded in the world's history in the form the model's own answers take."""
     observation = render_error(text, tool.output_schema is not None) if is_error else \
         render_observation(structured, text)
-    return SimulationResult(text, structured, is_error, simulation=meta, observation=observation, content=content,
-                            result_meta=result_meta)
+    return SimulationResult(text, structured, is_error, simulation=meta or SimulationMeta(), observation=observation,
+                            content=content, result_meta=result_meta)
 
 
 class FixtureSource:
@@ -53,8 +54,8 @@ class FixtureSource:
         if found.is_error and not found.fixture.is_error:  # filled, it broke the outputSchema: a spec bug
             return SimulationResult(found.text, is_error=True,
                                     simulation=SimulationMeta(stage="fixture", details=details))
-        return _answer(call.tool, found.text, found.structured, found.is_error, SimulationMeta(details=details),
-                       found.content, found.fixture.result_meta)
+        return recorded_answer(call.tool, found.text, found.structured, found.is_error,
+                               SimulationMeta(details=details), found.content, found.fixture.result_meta)
 
 
 class CassetteSource:
@@ -190,7 +191,7 @@ def result_from_bytes(tool: ToolSpec, data: bytes, details: dict[str, Any]) -> S
     document = json.loads(data)
     text = "\n".join(block.get("text", "") for block in document.get("content", []) if block.get("type") == "text")
     is_error = bool(document.get("isError"))
-    result = _answer(tool, text, document.get("structuredContent"), is_error,
-                     SimulationMeta(simulated_error=is_error, details=details))
+    result = recorded_answer(tool, text, document.get("structuredContent"), is_error,
+                             SimulationMeta(simulated_error=is_error, details=details))
     result.no_content = not document.get("content")
     return result
