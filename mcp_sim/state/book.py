@@ -116,12 +116,12 @@ class StateBook:
     def _template(self, name: str) -> WriteTemplate | ListTemplate | Style | None:
         """The answer TOOL's success examples spell out (see templates), if they do."""
         layout, tool = self._layouts[name], self._tools[name]
-        successes = [e for e in tool.examples if not e.is_error]
-        if not successes and layout.effect.op != "sql":
-            return None
-        if layout.effect.op == "sql":
+        if layout.effect.op == "sql":  # its failures teach as much as its successes
             return learn_style(((e.arguments, e.result, e.is_error) for e in tool.examples), layout.argument,
                                layout.effect.sql)
+        successes = [e for e in tool.examples if not e.is_error]
+        if not successes:
+            return None
         if layout.effect.writes:
             return write_template((e.arguments, e.result) for e in successes)
         if layout.effect.op != "list" or tool.output_schema is not None:

@@ -226,12 +226,12 @@ def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], outpu
         written = {name: value for name, value in arguments.items()
                    if name != layout.argument and (not known or name in known)}
     kept = {name: value for name, value in (before or {}).items() if name not in layout.effect.fresh}
-    written_by_name = dict(written)
     text_field = _text_field(layout, before) if before else None
+    edited_field = None  # the text field this call's find-and-replace edits rewrote
     if before and text_field is not None and isinstance(before[text_field], str) and text_field not in written:
         after_edits = edited(before[text_field], arguments)  # edit_file's [{oldText, newText}]
         if after_edits is not None:
-            written[text_field] = after_edits
+            written[text_field], edited_field = after_edits, text_field
     record = {layout.key: key, **kept, **layout.effect.values, **written}
     record[layout.key] = key
     step = StatePlan(layout, key=key, before=before, record=record, written=written)
@@ -241,9 +241,9 @@ def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], outpu
     flags = {f"/{name}": (before is None if name == "created" else True)
              for name in SUCCESS_FLAGS if _root_boolean(layout.output_shape, name) and name != "deleted"}
     shown = _shown(layout, record, output_schema)
-    if text_field is not None and text_field in step.written and text_field not in written_by_name:
+    if edited_field is not None:
         # An edit answers with a diff or a confirmation, seldom the whole new text: the model says it.
-        shown.pop(text_field, None)
+        shown.pop(edited_field, None)
         step.whole = False
     else:
         step.whole = _lacks_nothing(layout, record)

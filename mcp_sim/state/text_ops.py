@@ -36,13 +36,12 @@ def edited(text: str, arguments: dict[str, Any]) -> str | None:
 
 def line_range(text: str, arguments: dict[str, Any]) -> str:
     """TEXT cut to the first `head` or last `tail` lines when the call asks for them."""
-    head, tail = arguments.get("head"), arguments.get("tail")
+    head, tail = _count(arguments.get("head")), _count(arguments.get("tail"))
     lines = text.split("\n")  # as the filesystem server counts: "a\nb\n" ends with an empty line
-    if _count(head) is not None:
-        return "\n".join(lines[:_count(head)])
-    if _count(tail) is not None:
-        count = _count(tail)
-        return "\n".join(lines[-count:]) if count else ""
+    if head is not None:
+        return "\n".join(lines[:head])
+    if tail is not None:
+        return "\n".join(lines[-tail:]) if tail else ""
     return text
 
 
