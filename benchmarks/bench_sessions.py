@@ -68,7 +68,7 @@ def run_mcp_sim(calls_per_session: int, threads: int) -> tuple[Run, list[Any], d
     catalog = load_catalog([SPEC])
     engine = LlamaEngine(default_model_path(), n_ctx=CTX, n_threads=threads)
     engine.load()
-    model_time = _instrument_llama(engine._llama)
+    model_time = _instrument_llama()
     simulator = Simulator(catalog, engine, SimOptions(temperature=0.0, max_tokens=MAX_TOKENS, attempts=1,
                                                       expose_prompt=True))
     run, prompts = Run(), []
@@ -90,10 +90,14 @@ def run_mcp_sim(calls_per_session: int, threads: int) -> tuple[Run, list[Any], d
     return run, prompts, split
 
 
-def _instrument_llama(llama: Any) -> dict[str, float]:
-    """Count the seconds spent inside llama.cpp itself (evaluation and sampling): bare llama-cpp-python."""
+def _instrument_llama() -> dict[str, float]:
+    """Count the seconds spent inside llama.cpp itself: llama_decode (the decoder calls it by module
+    attribute) and each sampled token (the sampler chain and its grammar)."""
+    import llama_cpp
+
+    from mcp_sim.engines.llama import sampling
+
     spent = {"seconds": 0.0}
-    original_eval, original_sample = llama.eval, llama.sample
 
     def timed(function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -104,7 +108,8 @@ def _instrument_llama(llama: Any) -> dict[str, float]:
                 spent["seconds"] += time.perf_counter() - started
         return wrapper
 
-    llama.eval, llama.sample = timed(original_eval), timed(original_sample)
+    llama_cpp.llama_decode = timed(llama_cpp.llama_decode)
+    sampling.LazyGrammarSampler.sample = timed(sampling.LazyGrammarSampler.sample)  # type: ignore[method-assign]
     return spent
 
 

@@ -1,7 +1,7 @@
 """Continuous batching (`--slots N`, issue 14): one model, one context, several calls decoded together.
 
-Real model throughout. At temperature 0 a call decoded alone in a batched context gives the one-call engine's
-answer token for token. Calls decoded *together* can differ: llama.cpp's matrix products over a batch of
+Real model throughout. At temperature 0 a call decoded alone in a context of several slots gives a one-slot
+engine's answer token for token. Calls decoded *together* can differ: llama.cpp's matrix products over a batch of
 several rows round differently from one row, so a near-tie between two tokens can fall the other way. What
 holds for them is tested: schema-valid answers, the right call answered, most answers identical.
 """
@@ -52,7 +52,7 @@ def batched(model_path: Path) -> Iterator[LlamaEngine]:
 
 @pytest.fixture(scope="module")
 def one_by_one(model_path: Path) -> list[Generation]:
-    """The reference: each call alone through the one-call engine."""
+    """The reference: each call alone through a one-slot engine."""
     engine = LlamaEngine(model_path, n_ctx=2048, n_threads=2)
     answers = [engine.generate(user_request(number)) for number in range(4)]
     engine.close()
@@ -74,7 +74,7 @@ def in_threads(engine: LlamaEngine, requests: list[GenerationRequest]) -> list[G
     return [answer for answer in answers if answer is not None]
 
 
-def test_a_call_alone_in_the_batched_context_answers_as_the_one_call_engine(
+def test_a_call_alone_in_the_batched_context_answers_as_a_one_slot_engine(
         batched: LlamaEngine, one_by_one: list[Generation]) -> None:
     for number, reference in enumerate(one_by_one):
         answer = batched.generate(user_request(number))
@@ -171,7 +171,7 @@ def test_sessions_resume_in_their_own_slot_and_a_warm_system_prompt_is_shared(mo
         # Every session started from the warm system prompt's snapshot.
         for result in first:
             assert result.meta[META_KEY]["evaluated_tokens"] < result.meta[META_KEY]["prompt_tokens"] / 2
-        # One at a time, the batched context answers as the one-call engine.
+        # One at a time, the four-slot context answers as a one-slot engine.
         assert [r.text for r in first] == [r.text for r in reference[0::2]]
         assert [r.text for r in second] == [r.text for r in reference[1::2]]
     finally:

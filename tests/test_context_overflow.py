@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
-from mcp_sim.engines.llama.prefix import shift_plan
+from mcp_sim.engines.llama.kv import shift_plan
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 
@@ -46,9 +44,8 @@ def test_turns_are_dropped_in_chunks_so_the_following_prompts_extend_each_other(
     assert dropped[first + 1] == 0  # the next call extends the trimmed prompt
 
 
-@pytest.mark.parametrize("slots", [1, 2], ids=["one-call", "batched"])
-def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: Path, slots: int) -> None:
-    engine = LlamaEngine(model_path, n_ctx=2048, n_threads=2, slots=slots)
+def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: Path) -> None:
+    engine = LlamaEngine(model_path, n_ctx=2048, n_threads=2)
     simulator = Simulator(load_catalog([OPS]), engine, SimOptions(temperature=0.0, max_tokens=96, attempts=1))
     metas = []
     for index in range(9):

@@ -17,10 +17,10 @@ def run_interleaved(simulator: Simulator, cold: bool) -> list[tuple[str, int, st
     answers = []
     for step in range(4):
         for session in ("red", "blue", "green"):
-            if cold:  # forget every cached state: the reference answer from a full prompt evaluation
+            if cold:  # forget every evaluated state: the reference answer from a full prompt evaluation
                 engine = simulator.engine
                 assert isinstance(engine, LlamaEngine)
-                engine._llama.reset()
+                engine.forget()
             result = simulator.simulate("write_file", {"path": f"/{session}/{step}.txt", "content": f"{session}!"},
                                         world=session)
             assert not result.is_error, result.text

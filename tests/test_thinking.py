@@ -32,14 +32,14 @@ THINKING_TEMPLATE = (
     "{% else %}<think>\n{% endif %}{% endif %}")
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["one-call", "batched"])
-def engine(model_path: Path, request: pytest.FixtureRequest) -> Iterator[LlamaEngine]:
-    engine = LlamaEngine(model_path, n_ctx=2048, seed=0, slots=request.param)
+@pytest.fixture(scope="module")
+def engine(model_path: Path) -> Iterator[LlamaEngine]:
+    engine = LlamaEngine(model_path, n_ctx=2048, seed=0)
     yield engine
     engine.close()
 
 
-def test_the_batched_engine_thinks_and_answers_as_the_one_call_engine(model_path: Path) -> None:
+def test_two_slots_think_and_answer_as_one_slot(model_path: Path) -> None:
     request = GenerationRequest(messages=MESSAGES, max_tokens=64, json_schema=SCHEMA, schema_key="thinking-test",
                                 think=True, think_budget=24, temperature=0.0)
     answers = []
@@ -103,6 +103,7 @@ def test_thinking_switch_reaches_templates_that_support_it(model_path: Path) -> 
     generation = engine.generate(GenerationRequest(messages=MESSAGES, max_tokens=48, json_schema=SCHEMA,
                                                    schema_key="thinking-test", think=True, think_budget=12))
     jsonschema.validate(json.loads(generation.text), SCHEMA)
-    llama = engine._llama  # what the model actually read and wrote, from llama.cpp's own token buffer
-    seen = llama.detokenize(llama._input_ids[: llama.n_tokens].tolist(), special=True).decode()
+    decoder = engine._decoder  # what the model actually read and wrote: the tokens its slot evaluated
+    assert decoder is not None and engine._codec is not None
+    seen = engine._codec.detokenize(decoder.slots[0].tokens, True).decode()
     assert seen.count("<think>") == 1 and seen.count("</think>") == 1

@@ -1,4 +1,4 @@
-"""--threads left out: the count README and --help promise, and the same count in both decoders."""
+"""--threads left out: the count README and --help promise, whatever the number of slots."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def test_every_core_up_to_4_then_half_of_them_never_fewer_than_4(monkeypatch: py
 
 
 @pytest.mark.parametrize("slots", [1, 4])
-def test_both_decoders_get_the_default_count(monkeypatch: pytest.MonkeyPatch, slots: int) -> None:
+def test_any_number_of_slots_gets_the_default_count(monkeypatch: pytest.MonkeyPatch, slots: int) -> None:
     monkeypatch.setattr(build.os, "cpu_count", lambda: 16)
-    # Built, not loaded: the one-call decoder (slots 1) and the batched one read the same resolved count.
+    # Built, not loaded: one slot or four, the decoder reads the same resolved count.
     assert LlamaEngine("unused.gguf", slots=slots).n_threads == 8
     assert LlamaEngine("unused.gguf", slots=slots, n_threads=3).n_threads == 3

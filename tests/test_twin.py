@@ -69,7 +69,7 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def engine(twins: dict[str, Path]) -> Iterator[LlamaEngine]:
-    """The one-call engine on the defective file: every test that uses it also proves the detection."""
+    """A one-slot engine on the defective file: every test that uses it also proves the detection."""
     engine = LlamaEngine(twins["defective"], n_ctx=CTX, n_threads=2, seed=0)
     engine.load()
     yield engine
@@ -149,8 +149,8 @@ def run_sessions(path: Path, cold: bool, engine: LlamaEngine | None = None) -> l
     answers = []
     for step in range(3):
         for world in ("red", "blue", "green"):
-            if cold and engine._llama is not None:
-                engine._llama.reset()
+            if cold:
+                engine.forget()
             meta = simulate(simulator, SERVICES[(step + len(world)) % 5], world)
             answers.append([world, meta["evaluated_tokens"], meta["prompt_tokens"], meta["text"]])
     return answers
@@ -219,10 +219,9 @@ def test_a_forks_first_call_reads_only_what_no_snapshot_holds(engine: LlamaEngin
     assert fork["text"] == origin["text"]
 
 
-@pytest.mark.parametrize("slots", [1, 2], ids=["one-call", "batched"])
-def test_a_world_past_its_context_drops_turns_and_reads_the_rest_again(twins: dict[str, Path], slots: int,
+def test_a_world_past_its_context_drops_turns_and_reads_the_rest_again(twins: dict[str, Path],
                                                                        caplog: pytest.LogCaptureFixture) -> None:
-    small = LlamaEngine(twins["good"], n_ctx=5400, n_threads=2, seed=0, slots=slots)
+    small = LlamaEngine(twins["good"], n_ctx=5400, n_threads=2, seed=0, slots=2)
     cold = LlamaEngine(twins["good"], n_ctx=5400, n_threads=2, seed=0, state_cache_mb=0)
     simulator, reference = (Simulator(load_catalog([OPS]), e, OPTIONS) for e in (small, cold))
     try:
@@ -230,8 +229,7 @@ def test_a_world_past_its_context_drops_turns_and_reads_the_rest_again(twins: di
             metas = []
             for index in range(8):
                 metas.append(simulate(simulator, SERVICES[index % 5], "long"))
-                if cold._llama is not None:
-                    cold._llama.reset()
+                cold.forget()
                 expected = simulate(reference, SERVICES[index % 5], "long")
                 assert metas[-1]["text"] == expected["text"], index
         dropped = [meta for meta in metas if meta["dropped_turns"]]

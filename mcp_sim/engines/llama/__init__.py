@@ -1,16 +1,16 @@
 """The local engine: a GGUF model run in-process by llama.cpp (CPU, CUDA or Metal).
 
-Only this package imports llama_cpp. The model is loaded on first use (or by `load()`), once. With one slot
-every generation is serialized (one `Llama` object is not thread-safe); with `slots` > 1 a decoder thread
-decodes up to that many calls together in one context (batch.py, batch_job.py, slots.py, loading.py). Its
-other collaborators: prefix.py (state snapshots, so a call evaluates only its new tokens), grammar.py
-(schemas to checked grammars), sampling.py (lazy grammar checks), thinking.py (reasoning before the answer),
-gguf.py (file checks, metadata), build.py (what the build can do).
+Only this package imports llama_cpp. The model is loaded on first use (or by `load()`), once. One decoder
+thread owns its context and decodes up to `slots` calls together (batch.py); with one slot, calls take turns.
+A call is a job (batch_job.py, the only place that samples); slots.py picks a call's slot and where its prompt
+resumes, prefix.py plans which snapshots it resumes from and takes, kv.py moves sequences in and out of the
+context. The others: loading.py (model and context), grammar.py (schemas to checked grammars), sampling.py
+(the sampler chain, lazy grammar checks), thinking.py (the reasoning block), state_cache.py (snapshots kept in
+memory), gguf.py (file checks, metadata), build.py (what the build can do), overrides.py (metadata fixes).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -26,18 +26,19 @@ from mcp_sim.engines.llama.batch_job import Codec, Job
 from mcp_sim.engines.llama.build import build_info, default_threads, gpu_offload_supported
 from mcp_sim.engines.llama.gguf import check_gguf_file, load_vocabulary, read_metadata
 from mcp_sim.engines.llama.grammar import GrammarCache
-from mcp_sim.engines.llama.loading import is_recurrent, open_batched, warm_batched
+from mcp_sim.engines.llama.kv import memory_can_shift
+from mcp_sim.engines.llama.loading import is_recurrent, open_context, warm_system_prompt
 from mcp_sim.engines.llama.overrides import OverrideValue, plan_load
-from mcp_sim.engines.llama.prefix import PrefixCache, memory_can_shift, plan_checkpoints
-from mcp_sim.engines.llama.sampling import LazyGrammarSampler, decode
+from mcp_sim.engines.llama.prefix import plan_checkpoints
+from mcp_sim.engines.llama.sampling import LazyGrammarSampler
 from mcp_sim.engines.llama.state_cache import StateCache
-from mcp_sim.engines.llama.thinking import opening_tokens, think
+from mcp_sim.engines.llama.thinking import opening_tokens
 
 __all__ = ["LlamaEngine", "build_info", "default_threads", "gpu_offload_supported", "plan_load", "read_metadata"]
 
 logger = logging.getLogger(__name__)
 
-# What llama-cpp-python's Llama makes of seed 0; the batched path follows it so both sample alike.
+# What llama-cpp-python's Llama makes of seed 0 (its random seed): followed, so a seed means what it means there.
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 
 # Used only when a GGUF carries no chat template (llama.cpp would otherwise fall back to llama-2).
@@ -60,7 +61,7 @@ class LlamaEngine:
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or default_threads()  # one count for both decoders, prompt and generation
+        self.n_threads = n_threads or default_threads()  # one count for prompt and generation
         self.n_gpu_layers = n_gpu_layers
         self.seed = seed
         self.template_kwargs = template_kwargs or {}
@@ -72,29 +73,24 @@ class LlamaEngine:
         # Check the grammar against the sampled token only, filtering the vocabulary when it is rejected.
         self.lazy_grammar = lazy_grammar
         # Calls decoded together in one context (continuous batching, batch.py); 1: one call at a time.
-        self.slots = slots
+        self.slots = max(1, slots)
         # llama.cpp metadata overrides from the model's manifest; load() adds what the file's defects call for.
         self.metadata_overrides = metadata_overrides or {}
         self.states = StateCache(state_cache_mb * 1024 * 1024)
-        self._llama: Any = None  # the one-call-at-a-time path's llama_cpp.Llama
-        self._model: Any = None  # the loaded llama_cpp LlamaModel (both paths); set last, when ready
+        self._model: Any = None  # the loaded llama_cpp LlamaModel; set last, when ready
+        self._context: Any = None  # its LlamaContext, of `slots` sequences
         self._decoder: BatchDecoder | None = None
-        self._batch_model: Any = None
-        self._batch_context: Any = None
-        self._codec: Any = None
-        self._prefix: PrefixCache | None = None
+        self._codec: Codec | None = None
         self._formatter: Any = None
         self._transcript_formatter: Any = None
         self._grammars = GrammarCache(self._vocab)
         self._vocab_model: Any = None  # a vocabulary-only load, to check grammars before the model loads
-        # Generation holds `_lock` for a whole call; tokenizing only needs the model loaded, so counting
-        # tokens for one call never waits behind another call's decoding.
-        self._lock = threading.Lock()
+        # Tokenizing only needs the model loaded, so counting tokens never waits behind a call's decoding.
         self._load_lock = threading.Lock()
 
     @property
     def capacity(self) -> int:
-        return self.slots  # the batched decoder's sequences; with one slot, calls take turns
+        return self.slots  # the decoder's sequences; with one slot, calls take turns
 
     @property
     def context_size(self) -> int:
@@ -118,25 +114,24 @@ class LlamaEngine:
         self._ensure_loaded()
         for messages in prompts:
             tokens = self._transcript_tokens(messages[:1])
-            if len(tokens) <= 1:
-                continue
-            if self._decoder is not None:
-                warm_batched(self._decoder, tokens, self._codec)
-                continue
-            assert self._prefix is not None
-            with self._lock:
-                self._prefix.warm(tokens)
+            if len(tokens) > 1 and self._decoder is not None and self._codec is not None:
+                warm_system_prompt(self._decoder, tokens, self._codec)
+
+    def forget(self) -> None:
+        """Drop every evaluated state the slots hold (not the snapshots): the next call reads its prompt from
+        the start or from a snapshot, as a cold engine would. For tests and benchmarks."""
+        if self._decoder is not None:
+            self._decoder.forget()
 
     def close(self) -> None:
         """Free the model and its context."""
-        with self._lock, self._load_lock:
+        with self._load_lock:
             if self._decoder is not None:
                 self._decoder.close()
-            for handle in (self._llama, self._batch_context, self._batch_model, self._vocab_model):
+            for handle in (self._context, self._model, self._vocab_model):
                 if handle is not None:
                     handle.close()
-            self._llama = self._vocab_model = self._prefix = self._model = self._decoder = None
-            self._batch_context = self._batch_model = None
+            self._vocab_model = self._model = self._decoder = self._context = self._codec = None
 
     def _ensure_loaded(self) -> Any:
         if self._model is not None:
@@ -148,7 +143,6 @@ class LlamaEngine:
 
     def _load(self) -> None:
         check_gguf_file(self.model_path)
-        import llama_cpp
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         gpu_layers = self.n_gpu_layers
@@ -159,14 +153,7 @@ class LlamaEngine:
             logger.warning("loading %s with metadata overrides: %s", self.model_path.name, "; ".join(plan.findings))
         started = time.perf_counter()
         try:
-            if self.slots > 1:
-                model = self._load_batched(gpu_layers, plan.overrides)
-            else:
-                llama = llama_cpp.Llama(
-                    model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                    n_threads_batch=self.n_threads, n_gpu_layers=gpu_layers, seed=self.seed,
-                    flash_attn=self.flash_attn, verbose=self.verbose, kv_overrides=plan.overrides or None)
-                model = llama._model
+            model = self._open(gpu_layers, plan.overrides)
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(
                 f"llama.cpp could not load the model {self.model_path}: {exc}. The file may be truncated, "
@@ -182,26 +169,23 @@ class LlamaEngine:
         # Renders a conversation without the assistant cue: where snapshots of finished turns are taken.
         self._transcript_formatter = Jinja2ChatFormatter(template=template, eos_token=eos_text, bos_token=bos_text,
                                                          add_generation_prompt=False)
-        if self.slots == 1:
-            self._prefix = PrefixCache(llama, is_recurrent(model), self.states, self._transcript_tokens,
-                                       self.context_shift)
-            self._llama = llama
         self._model = model  # last: other threads take a set _model as a model ready to use
 
-    def _load_batched(self, gpu_layers: int, overrides: dict[str, OverrideValue]) -> Any:
-        """The model and one context of `slots` sequences, each with room for n_ctx tokens."""
-        self._batch_model, self._batch_context = open_batched(
-            self.model_path, self.n_ctx, self.slots, self.n_threads, gpu_layers, self.flash_attn, self.verbose,
-            overrides)
-        model = self._batch_model
+    def _open(self, gpu_layers: int, overrides: dict[str, OverrideValue]) -> Any:
+        """The model, one context of `slots` sequences (each with room for n_ctx tokens) and its decoder."""
+        model, context = open_context(self.model_path, self.n_ctx, self.slots, self.n_threads, gpu_layers,
+                                      self.flash_attn, self.verbose, overrides)
+        self._context = context
         recurrent = is_recurrent(model)
-        self._decoder = BatchDecoder(self._batch_context, model.vocab, self.slots, self.states, recurrent,
-                                     self.context_shift and not recurrent and memory_can_shift(self._batch_context.ctx))
+        self._decoder = BatchDecoder(context, model.vocab, self.slots, self.states, recurrent,
+                                     self.context_shift and not recurrent and memory_can_shift(context.ctx))
         self._codec = Codec(detokenize=lambda tokens, special: model.detokenize(tokens, special=special),
-                            encode=self._encode,
+                            encode=lambda text: list(model.tokenize(text.encode("utf-8"), add_bos=False,
+                                                                    special=True)),
+                            # Read when each job starts, so a changed lazy_grammar holds from the next call.
                             sampler=lambda request, grammar: LazyGrammarSampler(
-                                self._batch_context.ctx, model.vocab, request, grammar,
-                                self.seed or LLAMA_DEFAULT_SEED))
+                                context.ctx, model.vocab, request, grammar, self.seed or LLAMA_DEFAULT_SEED,
+                                lazy=self.lazy_grammar))
         return model
 
     def _tokenize(self, messages: list[ChatMessage], think: bool = False,
@@ -255,12 +239,10 @@ class LlamaEngine:
             thinking = f" plus the thinking budget ({budget})" if budget else ""
             raise EngineError(f"the prompt ({len(tokens)} tokens){thinking} plus max_tokens "
                               f"({request.max_tokens}) exceeds the context of {self.n_ctx}; raise --ctx")
-        if self._decoder is not None:
-            return self._decoder.run(self._batch_job(request, tokens, stops, prompt_text))
-        with self._lock:
-            if self._prefix is None:  # closed while this call waited: the server is shutting down
-                raise EngineError("the model was unloaded while this call waited (the server is shutting down)")
-            return self._generate(self._llama, request, tokens, stops, prompt_text)
+        decoder, codec = self._decoder, self._codec
+        if decoder is None or codec is None:  # closed while this call was prepared: the server is shutting down
+            raise EngineError("the model was unloaded before this call was decoded (the server is shutting down)")
+        return decoder.run(self._job(request, tokens, stops, prompt_text, decoder, codec))
 
     def _grammar(self, request: GenerationRequest) -> Any:
         if request.json_schema is None:
@@ -268,65 +250,10 @@ class LlamaEngine:
         return self._grammars.get(request.schema_key or json.dumps(request.json_schema, sort_keys=True),
                                   request.json_schema)
 
-    def _batch_job(self, request: GenerationRequest, tokens: list[int], stops: list[str], prompt_text: str) -> Job:
+    def _job(self, request: GenerationRequest, tokens: list[int], stops: list[str], prompt_text: str,
+             decoder: BatchDecoder, codec: Codec) -> Job:
         grammar = self._grammar(request)
-        think_open = opening_tokens(prompt_text, self._encode) if request.think else None
-        assert self._decoder is not None
-        checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, self._decoder.recurrent)
-        return Job(request, tokens, stops, None if grammar is None else grammar._grammar, checkpoints, self._codec,
+        think_open = opening_tokens(prompt_text, codec.encode) if request.think else None
+        checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, decoder.recurrent)
+        return Job(request, tokens, stops, None if grammar is None else grammar._grammar, checkpoints, codec,
                    think_open)
-
-    def _generate(self, llama: Any, request: GenerationRequest, tokens: list[int], stops: list[str],
-                  prompt_text: str) -> Generation:
-        assert self._prefix is not None
-        evaluated = self._prefix.prepare(request, tokens)
-        if request.cancel.is_set():
-            return Generation("", len(tokens), 0, "cancelled", evaluated)
-        # The model state now holds all but the last prompt token: what follows evaluates just that one.
-        answer_prompt, thought = tokens, None
-        if request.think:
-            thought = think(llama, tokens, prompt_text, stops, request, self._encode)
-            if thought.cancelled:
-                return Generation(text="", prompt_tokens=len(tokens), completion_tokens=thought.tokens,
-                                  finish_reason="cancelled", evaluated_tokens=evaluated + 1,
-                                  reasoning=thought.text, reasoning_tokens=thought.tokens)
-            answer_prompt = thought.prompt
-        grammar = self._grammar(request)
-        offset = thought.tokens if thought else 0
-        text, finish_reason, produced = self._decode(llama, answer_prompt, stops, grammar, request, offset)
-        # A final chunk of llama-cpp-python's stream may carry only the finish reason.
-        answer_tokens = produced if self.lazy_grammar else max(0, llama.n_tokens - len(answer_prompt)) or produced
-        return Generation(text=text, prompt_tokens=len(tokens), completion_tokens=offset + answer_tokens,
-                          finish_reason=finish_reason, evaluated_tokens=evaluated + 1,
-                          reasoning=thought.text if thought else None, reasoning_tokens=offset)
-
-    def _decode(self, llama: Any, prompt: list[int], stops: list[str], grammar: Any,
-                request: GenerationRequest, offset: int) -> tuple[str, str, int]:
-        """Stream one answer, reporting tokens and stopping between tokens when cancelled."""
-        if self.lazy_grammar:
-            decoded = decode(llama, prompt, stops, None if grammar is None else grammar._grammar, request, offset)
-            return decoded.text, decoded.finish_reason, decoded.tokens
-        stream = llama.create_completion(
-            prompt=prompt, max_tokens=request.max_tokens, temperature=request.temperature,
-            top_p=request.top_p, top_k=request.top_k, repeat_penalty=request.repeat_penalty,
-            seed=request.seed, stop=stops, grammar=grammar, stream=True)
-        pieces: list[str] = []
-        finish_reason = "stop"
-        produced = 0
-        for chunk in stream:
-            choice = chunk["choices"][0]
-            pieces.append(choice["text"])
-            produced += 1
-            if request.on_token is not None:
-                request.on_token(offset + produced)
-            if choice.get("finish_reason"):
-                finish_reason = choice["finish_reason"]
-            if request.cancel.is_set():
-                finish_reason = "cancelled"
-                break
-        with contextlib.suppress(Exception):
-            stream.close()  # stops decoding now when we broke out early
-        return "".join(pieces), finish_reason, produced
-
-    def _encode(self, text: str) -> list[int]:
-        return list(self._model.tokenize(text.encode("utf-8"), add_bos=False, special=True))

@@ -1,4 +1,5 @@
-"""Continuous batching (`--slots N`): one llama.cpp context holding N sequences, one per active call.
+"""The decoder: one llama.cpp context holding N sequences (`--slots N`, 1 by default), one per active call.
+It is the engine's only decode loop; with one slot, calls simply take turns.
 
 Each step feeds, in one llama_decode, the next token of every answering call and a chunk of each joining
 call's prompt; then every call whose logits came out samples its next token with its own sampler chain and
@@ -19,14 +20,15 @@ from typing import Any
 from mcp_sim.base.errors import EngineError
 from mcp_sim.engines.base import Generation
 from mcp_sim.engines.llama.batch_job import Job
-from mcp_sim.engines.llama.prefix import (
-    conversation_key,
+from mcp_sim.engines.llama.kv import (
+    clear_sequence,
+    cut_sequence,
     load_sequence,
-    related_keys,
     save_sequence,
     shift_plan,
     shift_sequence,
 )
+from mcp_sim.engines.llama.prefix import conversation_key, related_keys
 from mcp_sim.engines.llama.slots import Resume, Slot, choose_slot, plan_resume
 from mcp_sim.engines.llama.state_cache import StateCache
 
@@ -43,7 +45,6 @@ class BatchDecoder:
         import llama_cpp
 
         self._ctx = ctx  # a llama_cpp._internals.LlamaContext with n_seq_max = slots
-        self._memory = llama_cpp.llama_get_memory(ctx.ctx)
         self._vocab = vocab
         self.states = states
         self.recurrent = recurrent
@@ -51,6 +52,7 @@ class BatchDecoder:
         self.slots = [Slot(seq_id) for seq_id in range(slots)]
         self._queue: deque[Job] = deque()
         self._active: list[Job] = []
+        self._forget: list[threading.Event] = []  # forget() requests, done by the decoder thread when idle
         self._wake = threading.Condition()
         self._closing = False
         self._clock = 0
@@ -66,6 +68,17 @@ class BatchDecoder:
             self._queue.append(job)
             self._wake.notify()
         return job.wait()
+
+    def forget(self) -> None:
+        """Empty every slot, so the next calls read their prompts from the start or from a snapshot (a cold
+        reference for tests and benchmarks). Waits for the calls in flight."""
+        done = threading.Event()
+        with self._wake:
+            if self._closing:
+                return
+            self._forget.append(done)
+            self._wake.notify()
+        done.wait()
 
     def close(self) -> None:
         import llama_cpp
@@ -85,10 +98,18 @@ class BatchDecoder:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._closing and not self._queue and not self._active:
+                while not self._closing and not self._queue and not self._active and not self._forget:
                     self._wake.wait()
                 if self._closing:
+                    for done in self._forget:
+                        done.set()
                     return
+                if self._forget and not self._active:
+                    for slot in self.slots:
+                        self._clear(slot)
+                    for done in self._forget:
+                        done.set()
+                    self._forget.clear()
                 arrivals = self._admit()
             for job in arrivals:
                 self._begin(job)
@@ -133,8 +154,6 @@ class BatchDecoder:
     def _resume(self, job: Job) -> int:
         """Bring the job's slot to the longest prefix of its prompt it can reach without reading it, never to
         the prompt's last token (whose logits the first answer token is sampled from); returns its length."""
-        import llama_cpp
-
         slot = job.slot
         assert slot is not None
         conversation = conversation_key(job.request.cache_key)
@@ -149,8 +168,7 @@ class BatchDecoder:
         if resume.kind == "snapshot":
             resume = self._restore(slot, str(resume.source), resume)
         if len(slot.tokens) > resume.shared:
-            if not llama_cpp.llama_memory_seq_rm(self._memory, seq, resume.shared, -1):
-                llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)  # a recurrent state cannot be cut back
+            if not cut_sequence(self._ctx.ctx, seq, resume.shared):  # a recurrent state cannot be cut back
                 slot.tokens = []
             del slot.tokens[resume.shared:]
         slot.owner = conversation
@@ -173,7 +191,8 @@ class BatchDecoder:
 
     def _shift(self, slot: Slot, conversation: str, target: list[int]) -> bool:
         """Drop the span of the conversation's state that its prompt left out (its oldest turns) and shift
-        what follows back, as the one-call engine does (prefix.py), instead of re-reading the history."""
+        what follows back, as llama.cpp's server does on a context shift, instead of re-reading the history.
+        The kept tokens keep the attention they paid to the dropped ones, as there."""
         if not self.context_shift:
             return False
         snapshot = None if slot.owner == conversation else self.states.get(conversation)
@@ -286,8 +305,6 @@ class BatchDecoder:
         job.fail(error)
 
     def _clear(self, slot: Slot) -> None:
-        import llama_cpp
-
-        llama_cpp.llama_memory_seq_rm(self._memory, slot.seq_id, -1, -1)
+        clear_sequence(self._ctx.ctx, slot.seq_id)
         slot.tokens = []
         slot.owner = None

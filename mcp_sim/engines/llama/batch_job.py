@@ -3,7 +3,7 @@
 The decoder thread drives a job step by step (feed a chunk, sample one token); the caller's thread waits in
 `wait()`, relaying progress there, because the caller's progress callback must run in its own thread.
 A thinking job first decodes freely inside <think>, then feeds the closing suffix and answers under its
-grammar, as thinking.py does for the one-call-at-a-time engine.
+grammar; thinking.py holds how the reasoning block is opened and closed.
 """
 
 from __future__ import annotations

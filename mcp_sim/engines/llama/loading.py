@@ -1,5 +1,5 @@
-"""Opening a model for continuous batching: the model and one context of N sequences, without the `Llama`
-wrapper (which makes a context of one sequence). The one-call path uses `llama_cpp.Llama` as it is."""
+"""Opening a model for the decoder: the model and one context of N sequences (N = `--slots`, 1 by default),
+without the `Llama` wrapper (which makes a context of one sequence and a decode loop of its own)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mcp_sim.engines.llama.overrides import OverrideValue, kv_override_array
 from mcp_sim.engines.llama.prefix import system_key
 
 
-def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers: int, flash_attn: bool,
+def open_context(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers: int, flash_attn: bool,
                  verbose: bool, overrides: dict[str, OverrideValue] | None = None) -> tuple[Any, Any]:
     """(model, context): the context holds `slots` sequences, each in its own KV stream of n_ctx cells.
     `overrides`: llama.cpp metadata overrides (overrides.plan_load)."""
@@ -38,7 +38,7 @@ def open_batched(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers:
     # (masked), so 16 sessions of 8 calls ran at 1.66 calls/s unified against 2.10 separate
     # (benchmarks/bench_batching.py; docs/BENCHMARKS.md). Slots still start from the system prompt's snapshot.
     params.kv_unified = False
-    params.n_threads = params.n_threads_batch = n_threads  # the same count as the one-call decoder's
+    params.n_threads = params.n_threads_batch = n_threads  # one count for prompt and generation
     params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                               else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
     try:
@@ -57,7 +57,7 @@ def is_recurrent(model: Any) -> bool:
     return bool(llama_cpp.llama_model_is_recurrent(model.model) or llama_cpp.llama_model_is_hybrid(model.model))
 
 
-def warm_batched(decoder: BatchDecoder, tokens: list[int], codec: Codec) -> None:
+def warm_system_prompt(decoder: BatchDecoder, tokens: list[int], codec: Codec) -> None:
     """Read a system prompt (as a finished transcript) into a slot and snapshot it, unless already done."""
     key = system_key(tokens)
     if key in decoder.states:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import ctypes
 import math
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mcp_sim.engines.base import GenerationRequest
-from mcp_sim.engines.llama.state_cache import common_prefix
 
 # llama-cpp-python's sampling defaults that mcp-sim does not set (kept so both paths sample alike).
 MIN_P = 0.05
@@ -26,24 +24,19 @@ PENALTY_LAST_N = 64  # llama-cpp-python's last_n_tokens_size
 SHORTLIST = 512
 
 
-@dataclass(frozen=True)
-class Decoded:
-    text: str
-    finish_reason: str  # "stop", "length" or "cancelled"
-    tokens: int
-
-
 class LazyGrammarSampler:
-    """The sampler chain of one answer, with its grammar applied only to rejected tokens. `ctx` is the
-    llama_context whose logits it reads, `vocab` the model's vocabulary; `seed` is used when the request
-    sets none."""
+    """The sampler chain of one answer, with its grammar applied only to rejected tokens (or, not `lazy`, to
+    the whole vocabulary before every pick: `--no-lazy-grammar`, the same answers at temperature 0, slower).
+    `ctx` is the llama_context whose logits it reads, `vocab` the model's vocabulary; `seed` is used when the
+    request sets none."""
 
     def __init__(self, ctx: Any, vocab: Any, request: GenerationRequest, grammar_text: str | None, seed: int,
-                 penalty_last_n: int = PENALTY_LAST_N):
+                 lazy: bool = True, penalty_last_n: int = PENALTY_LAST_N):
         import llama_cpp
         from llama_cpp._internals import LlamaSampler
 
         self._ctx = ctx
+        self._lazy = lazy
         self._n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         chain = self._chain = LlamaSampler()
         chain.add_penalties(n_vocab=self._n_vocab, penalty_last_n=penalty_last_n,
@@ -92,8 +85,11 @@ class LazyGrammarSampler:
         import llama_cpp
 
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, index), shape=(self._n_vocab,))
-        token = self._pick(logits, with_grammar=False)
-        if self._grammar is not None and not self._allowed(token):
+        if self._grammar is not None and not self._lazy:
+            token = self._pick(logits, with_grammar=True)
+        else:
+            token = self._pick(logits, with_grammar=False)
+        if self._grammar is not None and self._lazy and not self._allowed(token):
             token = self._pick_allowed(logits)
         llama_cpp.llama_sampler_accept(self._chain.sampler, token)
         self._recent.append(token)
@@ -162,52 +158,6 @@ class LazyGrammarSampler:
         self._single.size, self._single.selected, self._single.sorted = 1, -1, False
         llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(self._single))
         return not math.isinf(self._one[0].logit)
-
-
-def decode(llama: Any, prompt: list[int], stops: list[str], grammar_text: str | None, request: GenerationRequest,
-           offset: int) -> Decoded:
-    """Evaluate what the model state lacks of `prompt` (at least its last token), then sample the answer."""
-    import llama_cpp
-
-    _evaluate_prompt(llama, prompt)
-    sampler = LazyGrammarSampler(llama._ctx.ctx, llama._model.vocab, request, grammar_text, llama._seed,
-                                 llama.last_n_tokens_size)
-    vocab = llama._model.vocab
-    produced: list[int] = []
-    data = bytearray()
-    finish = "length"
-    try:
-        while len(produced) < request.max_tokens:
-            token = sampler.sample()
-            if llama_cpp.llama_vocab_is_eog(vocab, token):
-                finish = "stop"
-                break
-            produced.append(token)
-            data += llama.detokenize([token])
-            if request.on_token is not None:
-                request.on_token(offset + len(produced))
-            if request.cancel.is_set():
-                finish = "cancelled"
-                break
-            if hits_stop(data, stops):
-                finish = "stop"
-                break
-            if len(produced) < request.max_tokens:
-                llama.eval([token])
-    finally:
-        sampler.close()
-    return Decoded(cut_at_stop(data.decode("utf-8", errors="ignore"), stops), finish, len(produced))
-
-
-def _evaluate_prompt(llama: Any, prompt: list[int]) -> None:
-    """Keep the longest evaluated prefix of `prompt`, never all of it: the first answer token is sampled
-    from the logits of the prompt's last token, evaluated here (issue 8)."""
-    shared = min(common_prefix(llama._input_ids.tolist(), prompt), len(prompt) - 1)
-    if shared < llama.n_tokens and not llama._ctx.kv_cache_seq_rm(-1, shared, -1):
-        llama.reset()  # a recurrent state cannot be cut back
-        shared = 0
-    llama.n_tokens = shared
-    llama.eval(prompt[shared:])
 
 
 def hits_stop(data: bytes | bytearray, stops: list[str]) -> bool:
