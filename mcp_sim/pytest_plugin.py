@@ -146,13 +146,12 @@ def _build(specs: list[str | Path], rehearsal: Any, fixtures: dict[str, list[dic
            scenario: str | None, store: str | None, engine: dict[str, Any], journal: Journal) -> Simulator:
     from mcp_sim import app
     from mcp_sim.base import defaults
-    from mcp_sim.cli.options import build_worlds
     from mcp_sim.core.specs import load_catalog
     from mcp_sim.engines.settings import EngineSettings
 
     catalog = load_catalog(specs)
     _add_fixtures(catalog.tools, fixtures)
-    worlds = build_worlds(catalog, scenario, None, defaults.MAX_WORLDS, store)
+    worlds = app.build_worlds(catalog, scenario, None, defaults.MAX_WORLDS, store)
     settings = app.AppSettings(EngineSettings(**engine), rehearsal, observers=[journal])
     return app.build_simulator(catalog, settings, worlds)
 

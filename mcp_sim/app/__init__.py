@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mcp_sim.core.calls import AnswerSource, CallObserver
 from mcp_sim.core.engine_setup import prepare
@@ -18,6 +19,8 @@ from mcp_sim.core.prompt_budget import SpecFit, fit_prompts, reserved_tokens
 from mcp_sim.core.simulator import SimOptions, Simulator
 from mcp_sim.core.specs import Catalog
 from mcp_sim.core.worlds import Worlds
+from mcp_sim.core.worlds.stores import open_store
+from mcp_sim.core.worlds.world import WorldError
 from mcp_sim.engines.base import Engine
 from mcp_sim.engines.counting import count_text
 from mcp_sim.engines.settings import EngineSettings
@@ -37,6 +40,17 @@ class AppSettings:
     load: bool = True  # load the model now; a warm start loads it later, in the background
     observers: Sequence[CallObserver] = ()  # more observers of every settled call (the fixture's journal)
     sources: Sequence[AnswerSource] = ()  # answer sources asked before the rehearsal's (eval's real results)
+
+
+def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None, max_worlds: int,
+                 store: str | None = None) -> Worlds:
+    """The worlds of a server over CATALOG; an unknown --scenario or an unusable --state-dir or --store fails
+    here."""
+    default = scenario or catalog.default_scenario
+    if default not in catalog.scenarios():
+        raise WorldError(f"--scenario {default!r} is not defined by any spec; they define: "
+                         f"{', '.join(sorted(catalog.scenarios()))}")
+    return Worlds(catalog.scenarios, default, max_worlds, open_store(store, state_dir))
 
 
 def build_simulator(catalog: Catalog, settings: AppSettings, worlds: Worlds | None = None,

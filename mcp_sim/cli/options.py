@@ -158,21 +158,6 @@ def rehearsal_settings(options: dict[str, Any]) -> RehearsalSettings:
                              model=options.get("model"))
 
 
-def build_worlds(catalog: Catalog, scenario: str | None, state_dir: Path | None, max_worlds: int,
-                 store: str | None = None) -> Worlds:
-    """The worlds of a server over CATALOG; an unknown --scenario or an unusable --state-dir or --store fails
-    here."""
-    from mcp_sim.core.worlds import Worlds
-    from mcp_sim.core.worlds.stores import open_store
-    from mcp_sim.core.worlds.world import WorldError
-
-    default = scenario or catalog.default_scenario
-    if default not in catalog.scenarios():
-        raise WorldError(f"--scenario {default!r} is not defined by any spec; they define: "
-                         f"{', '.join(sorted(catalog.scenarios()))}")
-    return Worlds(catalog.scenarios, default, max_worlds, open_store(store, state_dir))
-
-
 def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,
                     load: bool = True, on_fits: Callable[[list[SpecFit]], None] | None = None,
                     sources: Sequence[AnswerSource] = (), **engine: Any) -> Simulator:

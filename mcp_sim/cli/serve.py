@@ -16,7 +16,6 @@ from mcp_sim.base import defaults
 from mcp_sim.base.errors import McpSimError
 from mcp_sim.cli.options import (
     build_simulator,
-    build_worlds,
     engine_options,
     handle_errors,
     rehearsal_options,
@@ -75,7 +74,7 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     kind, endpoint = TRANSPORTS[transport], Endpoint(host, port, http_path, http_security)
     kind.check(endpoint)  # refuse an unsafe bind before anything heavy loads
     catalog = load_catalog(list(specs))
-    worlds = build_worlds(catalog, scenario, state_dir, max_worlds, store)
+    worlds = app.build_worlds(catalog, scenario, state_dir, max_worlds, store)
     fits: list[SpecFit] = []
     rehearsal = rehearsal_settings(engine)
     simulator = build_simulator(catalog, worlds, rehearsal, load=not warm_start, on_fits=fits.extend, **engine)
@@ -159,7 +158,7 @@ def call(specs: tuple[str, ...], tool_name: str, arguments: str, world: str, sce
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
     catalog = load_catalog(list(specs))
-    worlds = build_worlds(catalog, scenario, state_dir, max_worlds, store)
+    worlds = app.build_worlds(catalog, scenario, state_dir, max_worlds, store)
     simulator = build_simulator(catalog, worlds, rehearsal_settings(engine), **engine)
     try:
         result = simulator.simulate(tool_name, parsed, world)

@@ -1,8 +1,8 @@
-"""Decoding an answer with the grammar checked lazily, as llama.cpp's own common sampler does: sample from the
-model's distribution first, check just that token against the grammar, and apply the grammar to the whole
-vocabulary only when the token is rejected. Filtering all ~50k candidates through the grammar on every token
-cost 30-75% per token; most tokens of a well-prompted answer fit already. At temperature 0 the pick is the
-same either way: the best token the grammar accepts."""
+"""The sampler chain of one answer (the job in batch_job.py calls it), with the grammar checked lazily, as
+llama.cpp's own common sampler does: sample from the model's distribution first, check just that token against
+the grammar, and apply the grammar to the whole vocabulary only when the token is rejected. Filtering all ~50k
+candidates through the grammar on every token cost 30-75% per token; most tokens of a well-prompted answer fit
+already. At temperature 0 the pick is the same either way: the best token the grammar accepts."""
 
 from __future__ import annotations
 
