@@ -1,20 +1,18 @@
-"""Does llama.cpp's grammar, built from a JSON Schema by its own converter, let a model write this text?
+"""Does llama.cpp's grammar, built from a JSON Schema by the engine's converter, let a model write this text?
 
 The real converter and the real grammar sampler with the real model's vocabulary (no weights): each token of
 the text must survive the grammar, and the grammar must allow the end of generation after the last one."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import io
-import json
 from pathlib import Path
 from typing import Any
 
 import llama_cpp
 
 from mcp_sim.engines.llama.gguf import load_vocabulary
+from mcp_sim.engines.llama.grammar import schema_to_gbnf
 
 
 class GrammarChecker:
@@ -23,9 +21,7 @@ class GrammarChecker:
         self.vocab = self.model.vocab
 
     def accepts(self, json_schema: dict[str, Any], text: str) -> bool:
-        with contextlib.redirect_stdout(io.StringIO()):
-            grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
-        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, grammar._grammar.encode(), b"root")
+        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, schema_to_gbnf(json_schema).encode(), b"root")
         assert sampler, "llama.cpp rejected the grammar"
         try:
             for token in self.model.tokenize(text.encode(), add_bos=False, special=False):

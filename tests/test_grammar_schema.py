@@ -80,6 +80,17 @@ def test_llama_cpp_parses_the_grammar_of_every_shipped_output_schema(model_path:
             assert engine.schema_support(prepare_for_grammar(tool.output_schema)) is None, tool.name
 
 
+@pytest.mark.parametrize("pinned", ['{"debug": false, "port": 8080}', "line one\nline two", "C:\\temp\\a.txt"])
+def test_a_pinned_string_with_quotes_newlines_or_backslashes_admits_exactly_itself(pinned: str,
+                                                                                    grammars: GrammarChecker) -> None:
+    """Regression: llama-cpp-python's converter left backslashes unescaped in literals, so a const holding a
+    quote (a pinned file's JSON content) was rejected by llama.cpp's parser, and one holding a newline asked
+    for a raw newline inside a JSON string."""
+    schema = {"type": "object", "properties": {"content": {"type": "string", "const": pinned}}, "required": ["content"]}
+    assert grammars.accepts(schema, json.dumps({"content": pinned}))
+    assert not grammars.accepts(schema, json.dumps({"content": pinned + "x"}))
+
+
 # What an OpenAPI newcomer imports first: Item is allOf [NewItem, {id}].
 NEW_ITEM = {"type": "object", "required": ["name", "quantity"], "properties": {
     "name": {"type": "string"}, "quantity": {"type": "integer"}, "price": {"type": "number"},

@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from mcp_sim.base.errors import EngineError
+
+# What a GBNF string literal must escape. llama-cpp-python's converter leaves out the backslash, so a const or
+# enum string holding a quote or a newline (a pinned file's content: {"debug": false}) became a literal that
+# llama.cpp's parser rejects, or one that means another text; llama.cpp's own converter escapes it now.
+LITERAL_ESCAPE = re.compile(r'[\r\n"\\]')
+LITERAL_ESCAPES = {"\r": "\\r", "\n": "\\n", '"': '\\"', "\\": "\\\\"}
+
+
+def schema_to_gbnf(json_schema: dict[str, Any]) -> str:
+    """The GBNF grammar of a JSON Schema: llama-cpp-python's converter, its string literals escaped fully."""
+    from llama_cpp import llama_grammar
+
+    module: Any = llama_grammar  # untyped
+    converter = module.SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter._format_literal = gbnf_literal  # every literal it writes (consts, enums, names) goes through it
+    # The converter prints the grammar to stdout, which is the protocol channel on stdio.
+    with contextlib.redirect_stdout(io.StringIO()):
+        schema = converter.resolve_refs(copy.deepcopy(json_schema), "stdin")
+        converter.visit(schema, "")
+        return str(converter.format_grammar())
+
+
+def gbnf_literal(text: str) -> str:
+    return '"' + LITERAL_ESCAPE.sub(lambda match: LITERAL_ESCAPES[match.group(0)], text) + '"'
 
 
 class GrammarCache:
@@ -31,9 +57,9 @@ class GrammarCache:
         if grammar is None:
             from llama_cpp.llama_grammar import LlamaGrammar
 
-            # The converter prints the grammar to stdout, which is the protocol channel on stdio.
+            text = schema_to_gbnf(json_schema)
             with contextlib.redirect_stdout(io.StringIO()):
-                grammar = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
+                grammar = LlamaGrammar.from_string(text, verbose=False)
             self._check(grammar._grammar)
             self._grammars[key] = grammar
         return grammar
