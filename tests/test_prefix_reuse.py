@@ -22,15 +22,15 @@ def run_interleaved(simulator: Simulator, cold: bool) -> list[tuple[str, int, st
                 engine = simulator.engine
                 assert isinstance(engine, LlamaEngine)
                 engine.forget()
-            result = simulator.simulate("write_file", {"path": f"/{session}/{step}.txt", "content": f"{session}!"},
-                                        world=session)
+            # The smallest shipped prompt (weather): the cold reference reads it whole on every call.
+            result = simulator.simulate("get_weather", {"city": f"{session.title()} Harbour {step}"}, world=session)
             assert not result.is_error, result.text
             answers.append((session, result.meta[META_KEY]["evaluated_tokens"], result.text))
     return answers
 
 
 def test_interleaved_sessions_resume_their_own_state(model_path: Path) -> None:
-    catalog = load_catalog([SPECS / "files.yaml"])
+    catalog = load_catalog([SPECS / "weather.yaml"])
     warm_engine = LlamaEngine(model_path, n_ctx=4096, n_threads=2, state_cache_mb=512)
     cold_engine = LlamaEngine(model_path, n_ctx=4096, n_threads=2, state_cache_mb=0)
     cold_engine.load()

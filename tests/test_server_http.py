@@ -9,7 +9,7 @@ from mcp import Client
 from mcp_sim.core.simulator import META_KEY
 from mcp_sim.core.specs import load_catalog, validation_error
 from tests.conftest import SPECS
-from tests.test_simulator_model import CALLS
+from tests.test_simulator_model import ONE_PER_SPEC
 
 pytestmark = pytest.mark.anyio
 
@@ -20,12 +20,12 @@ def prompt_of(result: object) -> str:
     return "\n".join(message["content"] for message in meta["prompt"][1:])
 
 
-async def test_every_tool_over_http(http_server: str) -> None:
+async def test_every_tool_is_listed_and_every_spec_answers_over_http(http_server: str) -> None:
     catalog = load_catalog([SPECS])
     async with Client(http_server, mode="legacy", read_timeout_seconds=300) as client:
         listed = await client.list_tools()
         assert [t.name for t in listed.tools] == list(catalog.tools)
-        for name, arguments in CALLS:
+        for name, arguments in ONE_PER_SPEC:
             result = await client.call_tool(name, arguments, meta={"mcp-sim/session": f"http-{name}"})
             assert not result.is_error, f"{name}: {result.content}"
             schema = catalog.tools[name].output_schema

@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_sim.core.simulator import META_KEY
 from mcp_sim.core.specs import load_catalog, validation_error
 from tests.conftest import SPECS, subprocess_env
-from tests.test_simulator_model import CALLS
+from tests.test_simulator_model import ONE_PER_SPEC
 
 pytestmark = pytest.mark.anyio
 
@@ -22,14 +22,14 @@ def stdio_params(*args: str) -> StdioServerParameters:
                                  env=subprocess_env())
 
 
-async def test_lists_exactly_the_spec_schemas_and_answers_every_tool_over_stdio() -> None:
+async def test_lists_exactly_the_spec_schemas_and_every_spec_answers_over_stdio() -> None:
     catalog = load_catalog([SPECS])
     async with Client(stdio_params(str(SPECS)), mode="legacy", read_timeout_seconds=300) as client:
         listed = await client.list_tools()
         advertised = {t.name: t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in listed.tools}
         assert advertised == {name: tool.definition() for name, tool in catalog.tools.items()}
         assert "SIMULATED" in (client.instructions or "")
-        for name, arguments in CALLS:
+        for name, arguments in ONE_PER_SPEC:
             # A session of its own per tool keeps each prompt independent of the others.
             result = await client.call_tool(name, arguments, meta={"mcp-sim/session": name})
             assert not result.is_error, f"{name}: {result.content}"

@@ -23,6 +23,9 @@ CALLS = [
     ("restart_service", {"service": "worker"}), ("drop_cache", {"cache": "redis"}),
     ("get_service_status", {"service": "api"}), ("tail_logs", {"service": "api", "lines": 3}),
 ]
+# One of them per shipped spec: what the transport tests send (every tool's answer is proven here, in-process;
+# over the wire, every schema is listed and each spec's prompt answers).
+ONE_PER_SPEC = [CALLS[0], CALLS[2], CALLS[8], CALLS[10]]
 
 
 @pytest.fixture(scope="module")
