@@ -123,8 +123,8 @@ def main() -> None:
                for setting in settings]
     lines = [f"Measured by `.venv/bin/python benchmarks/bench_batching.py` in one process (no HTTP, no client), "
              f"files spec, --ctx {CTX} per slot, temperature 0, {threads} threads, {args.calls} calls per session; "
-             f"the fastest of {args.repeat} runs of each setting, taken in turn. The one-call engine (--slots 1) "
-             "evaluates through llama-cpp-python's own batch, not timed here.",
+             f"the fastest of {args.repeat} runs of each setting, taken in turn. Every setting, --slots 1 "
+             "included, runs through the one decoder (engines/llama/batch.py).",
              "", "| --slots | sessions | calls | seconds | calls/s | p50 s | worst session / median | evaluated "
              "| generated | llama_decode ms per token fed |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
