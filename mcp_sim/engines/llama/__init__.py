@@ -244,7 +244,7 @@ class LlamaEngine:
             raise EngineError("the model was unloaded before this call was decoded (the server is shutting down)")
         return decoder.run(self._job(request, tokens, stops, prompt_text, decoder, codec))
 
-    def _grammar(self, request: GenerationRequest) -> Any:
+    def _grammar(self, request: GenerationRequest) -> str | None:
         if request.json_schema is None:
             return None
         return self._grammars.get(request.schema_key or json.dumps(request.json_schema, sort_keys=True),
@@ -255,5 +255,4 @@ class LlamaEngine:
         grammar = self._grammar(request)
         think_open = opening_tokens(prompt_text, codec.encode) if request.think else None
         checkpoints = plan_checkpoints(request, tokens, self._transcript_tokens, decoder.recurrent)
-        return Job(request, tokens, stops, None if grammar is None else grammar._grammar, checkpoints, codec,
-                   think_open)
+        return Job(request, tokens, stops, grammar, checkpoints, codec, think_open)

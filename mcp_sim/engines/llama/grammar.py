@@ -39,28 +39,25 @@ def gbnf_literal(text: str) -> str:
 
 
 class GrammarCache:
-    """Compiled grammars by key. `vocab` gives the model's vocabulary to parse them against (None: none)."""
+    """GBNF grammars by key, each checked once. `vocab` gives the model's vocabulary to parse them against
+    (None: none)."""
 
     def __init__(self, vocab: Callable[[], Any]):
         self._vocab = vocab
-        self._grammars: dict[str, Any] = {}
+        self._grammars: dict[str, str] = {}
         # Batched calls compile grammars from several threads; redirect_stdout below swaps sys.stdout for the
         # whole process, so two at once could leave the protocol channel pointing at a StringIO.
         self._lock = threading.Lock()
 
-    def get(self, key: str, json_schema: dict[str, Any]) -> Any:
+    def get(self, key: str, json_schema: dict[str, Any]) -> str:
         with self._lock:
             return self._get(key, json_schema)
 
-    def _get(self, key: str, json_schema: dict[str, Any]) -> Any:
+    def _get(self, key: str, json_schema: dict[str, Any]) -> str:
         grammar = self._grammars.get(key)
         if grammar is None:
-            from llama_cpp.llama_grammar import LlamaGrammar
-
-            text = schema_to_gbnf(json_schema)
-            with contextlib.redirect_stdout(io.StringIO()):
-                grammar = LlamaGrammar.from_string(text, verbose=False)
-            self._check(grammar._grammar)
+            grammar = schema_to_gbnf(json_schema)
+            self._check(grammar)
             self._grammars[key] = grammar
         return grammar
 
