@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp_sim.core.prompt import build_messages
 from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.core.specs import load_catalog, validation_error
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
@@ -130,6 +131,10 @@ def test_parallel_times_slots_calls_decode_at_once(model_path: Path) -> None:
     pool.load()
     catalog = load_catalog([SPECS / "weather.yaml"])
     simulator = Simulator(catalog, pool, SimOptions(max_tokens=96))
+    # The shared system prompt is read first, as the server's warm-up does: the calls then differ by a short
+    # tail, so they start answering together instead of queueing behind each other's prompt reading.
+    system = simulator.system_prompt(catalog.spec_sets[0], simulator.worlds.default_scenario)
+    pool.warm([build_messages(system, [], "", simulator.options.prompt_style)[:1]])
     cities = {"north": "Oslo", "south": "Lima", "east": "Tokyo", "west": "Denver"}
     token_times: dict[str, list[float]] = {world: [] for world in cities}
     results = {}
