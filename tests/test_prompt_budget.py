@@ -84,11 +84,21 @@ def test_a_spec_of_many_tools_is_indexed_and_each_call_brings_its_own_definition
     assert counter.count_text_tokens("\n".join(m.content for m in prompts[-1])) < fit.room + 1024
 
 
-def test_a_definition_too_large_for_its_room_is_compacted_step_by_step() -> None:
-    tool = tmp_catalog(many_tools(1)).spec_sets[0].tools[0]
-    full = compact_definition(tool)
-    without_words = compact_definition(tool, len(full) - 1)
-    assert "description" in full and '"The id of' not in without_words and '"outputSchema"' in without_words
+def test_a_called_tools_definition_is_concise_and_compacted_step_by_step_when_too_large() -> None:
+    document = many_tools(1)
+    tool_doc = document["tools"][0]
+    tool_doc["description"] += "\n\n> [!NOTE]\n> A long note on rate limits, [with a link](https://example.com)."
+    tool_doc["inputSchema"]["properties"]["id"]["examples"] = ["r-1", "r-2", "r-3"]
+    tool = tmp_catalog(document).spec_sets[0].tools[0]
+    concise = json.loads(compact_definition(tool))
+    # The first paragraph of the tool's description, the first sentence of each schema's, one example each.
+    assert concise["description"] == "Get resource 0. It returns the item."
+    assert concise["outputSchema"]["properties"]["name"]["description"] == "The name of the item, as the API " \
+                                                                           "documents it at length"
+    assert concise["inputSchema"]["properties"]["id"]["examples"] == ["r-1"]
+    text = compact_definition(tool)
+    without_words = compact_definition(tool, len(text) - 1)
+    assert '"The id of' not in without_words and '"outputSchema"' in without_words
     names_only = compact_definition(tool, 80)
     assert json.loads(names_only) == {"name": "resource0_get", "description": "Get resource 0",
                                       "arguments": ["id"]}

@@ -117,7 +117,7 @@ def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = Fals
 # tool's definition, on the line before the call (the world's history keeps the calls alone, so the
 # system prompt and the history stay a shared prefix across calls of any tool).
 INDEX_INTRO = ("This server has more tools than fit here in full: each is listed by name and purpose. Every "
-               "call message starts with the full definition of the tool called (one JSON line), then the call.")
+               "call message starts with the definition of the tool called (one JSON line), then the call.")
 INDEX_DESCRIPTION_CHARS = 80
 
 
@@ -151,19 +151,36 @@ def prompt_action(tool: ToolSpec, action: str) -> str:
 
 
 def compact_definition(tool: ToolSpec, limit_chars: int = 0) -> str:
-    """TOOL's definition as one JSON line of at most LIMIT_CHARS (0: no limit): in full if it fits, else
-    without the schemas' descriptions, then without its outputSchema (the grammar still enforces it), then
-    with only the names of its arguments."""
+    """TOOL's definition as an indexed spec's call brings it: one JSON line of at most LIMIT_CHARS (0: no
+    limit). Concise if it fits (the tool's description to its first paragraph, each schema description to its
+    first sentence, one example each), else without the schemas' descriptions, then without its outputSchema
+    (the grammar still enforces it), then with only the names of its arguments. Concise even with room to
+    spare: unlike a definition in the shared system prompt, this one is read again by every call."""
     full = _prompt_definition(tool)
     summary = {"name": tool.name, **({"description": _first_sentence(tool.description)} if tool.description else {})}
+    concise = {**_concise(full), **({"description": _first_paragraph(tool.description)} if tool.description else {})}
     terse = {**_without_descriptions(full), **summary}
-    candidates = [full, terse, {k: v for k, v in terse.items() if k != "outputSchema"},
+    candidates = [concise, terse, {k: v for k, v in terse.items() if k != "outputSchema"},
                   {**summary, "arguments": sorted(tool.input_schema.get("properties", {}))}]
     for candidate in candidates:
         text = json.dumps(candidate, ensure_ascii=False, separators=(",", ":"))
         if not limit_chars or len(text) <= limit_chars:
             return text
     return text[:limit_chars]
+
+
+def _first_paragraph(text: str) -> str:
+    return text.strip().split("\n\n", 1)[0].strip()
+
+
+def _concise(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: (_first_sentence(v) if k == "description" and isinstance(v, str)
+                    else v[:1] if k == "examples" and isinstance(v, list) else _concise(v))
+                for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_concise(item) for item in node]
+    return node
 
 
 def _without_descriptions(node: Any) -> Any:
