@@ -15,11 +15,27 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mcp_sim.base.defaults import PROMPT_CACHE_ENV
 from mcp_sim.models.bundled import default_model_path
 from mcp_sim.models.registry import MODELS_DIR_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "tool_specs"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prompt_states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One folder of system prompts' model states for the whole run, set before any server starts (module
+    fixtures included): a server the suite starts loads the prompts an earlier one read, as a restarted
+    server would, and the developer's own cache is left alone."""
+    folder = tmp_path_factory.mktemp("prompt-states")
+    before = os.environ.get(PROMPT_CACHE_ENV)
+    os.environ[PROMPT_CACHE_ENV] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop(PROMPT_CACHE_ENV, None)
+    else:
+        os.environ[PROMPT_CACHE_ENV] = before
 
 
 @pytest.fixture(autouse=True)

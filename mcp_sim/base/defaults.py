@@ -9,6 +9,9 @@ from __future__ import annotations
 ENGINE = "llama"  # --engine: a name in mcp_sim/engines/registry.py
 CTX = 8192
 STATE_CACHE_MB = 1024  # memory per model instance for saved session states (prefix reuse)
+# Disk for system prompts' model states kept across restarts (0: none), in PROMPT_CACHE_DIR unless one is given.
+PROMPT_CACHE_MB = 2048
+PROMPT_CACHE_ENV = "MCP_SIM_PROMPT_CACHE_DIR"
 PARALLEL = 1
 # Calls decoded together in one context of N sequences (continuous batching); 1: one call at a time.
 SLOTS = 1

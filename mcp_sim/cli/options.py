@@ -97,6 +97,13 @@ def engine_options(command: Command) -> Command:
                      show_default=True,
                      help="Memory per instance for saved model states, so calls resume sessions instead of "
                           "re-reading them."),
+        click.option("--prompt-cache-mb", type=click.IntRange(0), default=defaults.PROMPT_CACHE_MB,
+                     show_default=True,
+                     help="Disk for the model states of system prompts, so a restarted server resumes them "
+                          "instead of reading them again (0: none)."),
+        click.option("--prompt-cache-dir", type=click.Path(file_okay=False), default=None,
+                     help=f"Where those states are kept (default: ${defaults.PROMPT_CACHE_ENV}, else "
+                          "~/.cache/mcp-sim/prompt-states)."),
     ]
     for option in reversed(options):
         command = option(command)

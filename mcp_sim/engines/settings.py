@@ -39,4 +39,6 @@ class EngineSettings:
     flash_attn: bool = defaults.FLASH_ATTN
     lazy_grammar: bool = defaults.LAZY_GRAMMAR
     state_cache_mb: int = defaults.STATE_CACHE_MB
+    prompt_cache_mb: int = defaults.PROMPT_CACHE_MB
+    prompt_cache_dir: str | None = None  # None: prompt_store.default_folder()
     call_timeout: float = defaults.CALL_TIMEOUT_S

@@ -6,7 +6,8 @@ A call is a job (batch_job.py, the only place that samples); slots.py picks a ca
 resumes, prefix.py plans which snapshots it resumes from and takes, kv.py moves sequences in and out of the
 context. The others: loading.py (model and context), grammar.py (schemas to checked grammars), sampling.py
 (the sampler chain, lazy grammar checks), thinking.py (the reasoning block), state_cache.py (snapshots kept in
-memory), gguf.py (file checks, metadata), build.py (what the build can do), overrides.py (metadata fixes).
+memory), prompt_store.py (system prompts' snapshots kept on disk across restarts), gguf.py (file checks,
+metadata), build.py (what the build can do), overrides.py (metadata fixes).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from mcp_sim.engines.llama.grammar import GrammarCache
 from mcp_sim.engines.llama.kv import memory_can_shift
 from mcp_sim.engines.llama.loading import is_recurrent, open_context, warm_system_prompt
 from mcp_sim.engines.llama.overrides import OverrideValue, plan_load
-from mcp_sim.engines.llama.prefix import plan_checkpoints
+from mcp_sim.engines.llama.prefix import plan_checkpoints, system_key
+from mcp_sim.engines.llama.prompt_store import PromptStore
 from mcp_sim.engines.llama.sampling import LazyGrammarSampler
 from mcp_sim.engines.llama.state_cache import StateCache
 from mcp_sim.engines.llama.thinking import opening_tokens
@@ -57,7 +59,8 @@ class LlamaEngine:
                  chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB,
                  context_shift: bool = defaults.CONTEXT_SHIFT, flash_attn: bool = defaults.FLASH_ATTN,
                  lazy_grammar: bool = defaults.LAZY_GRAMMAR, slots: int = defaults.SLOTS,
-                 metadata_overrides: dict[str, OverrideValue] | None = None):
+                 metadata_overrides: dict[str, OverrideValue] | None = None,
+                 prompt_cache_dir: str | Path | None = None, prompt_cache_mb: int = defaults.PROMPT_CACHE_MB):
         self.model_path = Path(model_path)
         self.name = self.model_path.name
         self.n_ctx = n_ctx
@@ -77,6 +80,9 @@ class LlamaEngine:
         # llama.cpp metadata overrides from the model's manifest; load() adds what the file's defects call for.
         self.metadata_overrides = metadata_overrides or {}
         self.states = StateCache(state_cache_mb * 1024 * 1024)
+        # System prompts' states kept on disk across restarts (prompt_store.py); None: read them every start.
+        self.prompt_store = (PromptStore(Path(prompt_cache_dir), prompt_cache_mb * 1024 * 1024, self._state_identity())
+                             if prompt_cache_dir is not None and prompt_cache_mb > 0 else None)
         self._model: Any = None  # the loaded llama_cpp LlamaModel; set last, when ready
         self._context: Any = None  # its LlamaContext, of `slots` sequences
         self._decoder: BatchDecoder | None = None
@@ -99,6 +105,19 @@ class LlamaEngine:
     def identity(self) -> EngineIdentity:
         return EngineIdentity(model_file=self.model_path)  # the file's content, whatever it is called
 
+    def _state_identity(self) -> str:
+        """What a saved model state depends on besides its tokens: the model file (its content, as far as
+        size and time tell), the llama.cpp build, its metadata overrides, and the settings that shape the
+        state (a V cache is laid out differently with flash attention; a state must fit the context)."""
+        from importlib.metadata import version
+
+        stat = self.model_path.stat() if self.model_path.exists() else None
+        return json.dumps({"model": str(self.model_path.resolve()), "size": stat.st_size if stat else None,
+                           "mtime_ns": stat.st_mtime_ns if stat else None,
+                           "llama_cpp_python": version("llama-cpp-python"), "n_ctx": self.n_ctx,
+                           "flash_attn": self.flash_attn, "overrides": self.metadata_overrides},
+                          sort_keys=True, default=str)
+
     def load(self) -> None:
         """Load the model now (servers do this at startup so a bad file fails fast)."""
         self._ensure_loaded()
@@ -110,12 +129,24 @@ class LlamaEngine:
 
     def warm(self, prompts: list[list[ChatMessage]]) -> None:
         """Load the model and evaluate the system message of each prompt, keeping a snapshot of each: the
-        first call of every spec then costs no more than a later one. Calls wait while a prompt is read."""
+        first call of every spec then costs no more than a later one. Calls wait while a prompt is read. With
+        a prompt store, a prompt read by an earlier process is loaded instead, and a new one is saved."""
         self._ensure_loaded()
         for messages in prompts:
             tokens = self._transcript_tokens(messages[:1])
-            if len(tokens) > 1 and self._decoder is not None and self._codec is not None:
-                warm_system_prompt(self._decoder, tokens, self._codec)
+            decoder, codec = self._decoder, self._codec
+            if len(tokens) <= 1 or decoder is None or codec is None or system_key(tokens) in decoder.states:
+                continue
+            store = self.prompt_store
+            saved = store.get(tokens) if store is not None else None
+            if store is not None and saved is not None:
+                decoder.states.put(system_key(tokens), saved)
+                logger.info("system prompt of %d tokens loaded from %s", len(tokens), store.folder)
+                continue
+            warm_system_prompt(decoder, tokens, codec)
+            read = decoder.states.get(system_key(tokens))
+            if store is not None and read is not None:
+                store.put(tokens, read)
 
     def forget(self) -> None:
         """Drop every evaluated state the slots hold (not the snapshots): the next call reads its prompt from

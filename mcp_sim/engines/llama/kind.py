@@ -9,6 +9,7 @@ from mcp_sim.engines.base import Engine
 from mcp_sim.engines.kind import Check, ModelChoice, SummaryFor
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.llama.doctor import llama_checks
+from mcp_sim.engines.llama.prompt_store import default_folder
 from mcp_sim.engines.pool import EnginePool
 from mcp_sim.engines.settings import EngineSettings
 from mcp_sim.models.hub import DEFAULT_MODEL, find_manifest_for_file, resolve
@@ -22,7 +23,7 @@ class LlamaKind:
     name = "llama"
     summary = "run the GGUF in-process"
     options = ("threads", "gpu_layers", "parallel", "slots", "context_shift", "flash_attn", "lazy_grammar",
-               "state_cache_mb")
+               "state_cache_mb", "prompt_cache_mb", "prompt_cache_dir")
 
     def choose(self, settings: EngineSettings, download: bool) -> ModelChoice:
         resolved = resolve(settings.model, download=download)
@@ -46,7 +47,9 @@ class LlamaKind:
                                seed=settings.seed, state_cache_mb=settings.state_cache_mb, slots=settings.slots,
                                context_shift=settings.context_shift, flash_attn=settings.flash_attn,
                                lazy_grammar=settings.lazy_grammar,
-                               metadata_overrides=manifest.metadata_overrides if manifest else None)
+                               metadata_overrides=manifest.metadata_overrides if manifest else None,
+                               prompt_cache_dir=settings.prompt_cache_dir or default_folder(),
+                               prompt_cache_mb=settings.prompt_cache_mb)
                    for _ in range(settings.parallel)]
         return engines[0] if settings.parallel == 1 else EnginePool(engines)
 
