@@ -1,17 +1,19 @@
 """`mcp-sim doctor` for the llama engine: the llama.cpp build, the model file, its overrides, the context
-against what the model was trained for, and whether weights and KV cache fit in memory."""
+against what the model was trained for, and whether what llama.cpp allocates for them fits in memory."""
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp_sim.base.errors import McpSimError
 from mcp_sim.engines.kind import FAIL, OK, WARN, Check, SummaryFor
+from mcp_sim.engines.llama.batch import BATCH_TOKENS
 from mcp_sim.engines.llama.build import build_info, gpu_offload_supported
-from mcp_sim.engines.llama.gguf import read_metadata
+from mcp_sim.engines.llama.gguf import read_header, read_metadata
 from mcp_sim.engines.llama.overrides import plan_load
 from mcp_sim.engines.settings import EngineSettings
 from mcp_sim.models.hub import resolve
@@ -19,6 +21,37 @@ from mcp_sim.models.hub import resolve
 # Backends as llama.cpp's system info names them, in the order to report them.
 _BACKENDS = (("CUDA", "CUDA"), ("METAL", "Metal"), ("HIP", "ROCm"), ("VULKAN", "Vulkan"), ("SYCL", "SYCL"))
 _GIB = 1024**3
+_MIB = 1024**2
+
+# What llama.cpp allocates besides the weights, the KV cache and the recurrent state, read from the source
+# vendored in llama-cpp-python 0.3.36 (src/llama-context.cpp sched_reserve, src/llama-graph.cpp, ggml-cpu)
+# and checked against the RSS of the twin model (tests/test_twin_memory.py, docs/MODELS.md "memory at scale").
+#
+# Without flash attention every attention layer materializes the scores of a batch, f32 [context of one
+# sequence, batch tokens, query heads], softmaxed in place; the CPU backend multiplies V with an f16 copy of
+# them (its work buffer); the mask is f32 [context, batch tokens]. One layer's worth at a time: the graph's
+# allocator reuses the memory for the next layer. The batch is mcp-sim's ubatch (BATCH_TOKENS).
+SCORE_BYTES = 4
+SCORE_COPY_BYTES = 2
+MASK_BYTES = 4
+# Flash attention never materializes the scores; what remains that grows with the context is its f16 mask.
+FLASH_MASK_BYTES = 2
+# Logits are f32, a row for each token whose logits are asked for. mcp-sim asks for one a sequence (its last
+# token in a batch; batch.py), so on the CPU, where a page costs RAM once written, that is one row a slot. A
+# GPU backend allocates in full the compute buffer llama.cpp reserves for the worst batch, which asks for the
+# logits of every token: BATCH_TOKENS rows (485 MiB for a 248,320-token vocabulary). Not measured: no GPU here.
+LOGIT_BYTES = 4
+# Recurrent layers keep f32 state (llama_memory_recurrent).
+STATE_BYTES = 4
+# llama.cpp's bookkeeping of each KV cell, besides its keys and values (src/llama-kv-cells.h): position,
+# shift, M-RoPE position and a 256-sequence bitset (48 bytes) for every cell, and two tree nodes (the used
+# cells, the sequence's positions; 48 bytes each from malloc) for every cell in use. Small beside a real
+# model's KV (20 KiB a token for qwen35moe), more than half of the twin's (256 bytes).
+KV_CELL_BYTES = 48 + 2 * 48
+# What a loaded model and context cost whatever their sizes, measured as the RSS growth of a process that
+# loads the twin and reads a prompt, less the terms above (docs/MODELS.md): ggml's backend and thread pools,
+# the decoder thread, the graph's small activations, the chat template and the tokenized prompt.
+RUNTIME_OVERHEAD = 32 * _MIB
 
 
 def llama_checks(settings: EngineSettings, summary_for: SummaryFor) -> list[Check]:
@@ -90,7 +123,7 @@ def _model_checks(settings: EngineSettings, summary_for: SummaryFor) -> list[Che
         trained_note = f" (trained for {trained})" if trained else ""
         checks.append(Check("context", OK, f"{ctx} tokens{trained_note}"))
     checks.append(Check("settings", OK, f"{summary.style}, {summary.sampling}"))
-    checks.append(_memory_check(weights, kv_cache_bytes(metadata, ctx), settings, _gpu_offload()))
+    checks.append(_memory_check(model_memory(resolved.path, metadata), ctx, settings, _gpu_offload()))
     return checks
 
 
@@ -105,13 +138,14 @@ def _load_plan(path: Path, manifest_overrides: dict[str, Any] | None) -> tuple[C
     return Check("overrides", OK, "; ".join(plan.findings)), plan.overrides
 
 
-def _memory_check(weights: int, kv: int | None, settings: EngineSettings, gpu: bool) -> Check:
+def _memory_check(model: ModelMemory | None, ctx: int, settings: EngineSettings, gpu: bool) -> Check:
     total = physical_memory()
-    if kv is None:
-        return Check("memory", WARN, f"weights {weights / _GIB:.1f} GiB; the KV cache size could not be "
-                                     "estimated from this model's metadata")
-    needed, detail = memory_estimate(weights, kv, settings.parallel, settings.state_cache_mb * 1024**2, gpu,
-                                     slots=settings.slots)
+    if model is None:
+        return Check("memory", WARN, "the memory needed could not be estimated: this model's metadata lacks "
+                                     "the attention shapes that size its KV cache")
+    needed, detail = memory_estimate(model, ctx, instances=settings.parallel, slots=settings.slots,
+                                     state_cache=settings.state_cache_mb * _MIB, gpu=gpu,
+                                     flash_attn=settings.flash_attn)
     if total is None:
         return Check("memory", OK, detail)
     detail += f"; this machine has {total / _GIB:.1f} GiB of RAM"
@@ -121,20 +155,86 @@ def _memory_check(weights: int, kv: int | None, settings: EngineSettings, gpu: b
     return Check("memory", OK, detail)
 
 
-def memory_estimate(weights: int, kv: int, instances: int, state_cache: int, gpu: bool,
-                    slots: int = 1) -> tuple[int, str]:
-    """Bytes needed and the sum spelled out: weights (one copy per instance on a GPU; on the CPU the
-    instances share the file's mapped pages) + instances x slots x KV at the context + the saved-state
-    budget, + ~10%."""
+@dataclass(frozen=True)
+class ModelMemory:
+    """What the memory estimate reads from a model file, in bytes and counts."""
+
+    weights: int  # the GGUF's size, all parts
+    kv_per_token: int  # f16 K and V of every attention layer for one token
+    recurrent_state: int  # what one sequence keeps in the recurrent layers (0 without any)
+    query_heads: int
+    vocabulary: int
+
+
+def model_memory(path: Path, metadata: dict[str, str]) -> ModelMemory | None:
+    """The model's shapes from its metadata (overrides applied) and file; None when the metadata lacks the
+    attention shapes."""
+    kv_per_token = kv_cache_bytes(metadata, 1)
+    if kv_per_token is None:
+        return None
+    arch = metadata.get("general.architecture", "")
+    vocabulary = _int(metadata.get(f"{arch}.vocab_size")) or \
+        read_header(path).array_lengths.get("tokenizer.ggml.tokens", 0)
+    return ModelMemory(weights=model_bytes(path), kv_per_token=kv_per_token,
+                       recurrent_state=recurrent_state_bytes(metadata),
+                       query_heads=_int(metadata.get(f"{arch}.attention.head_count")) or 0, vocabulary=vocabulary)
+
+
+def memory_estimate(model: ModelMemory, ctx: int, *, instances: int, slots: int, state_cache: int, gpu: bool,
+                    flash_attn: bool) -> tuple[int, str]:
+    """Bytes needed and the sum spelled out. Weights: one copy per instance on a GPU; on the CPU the instances
+    share the file's mapped pages. Per sequence (instances x slots): the KV cache at the context and the
+    recurrent state. Per instance: the compute buffers (attention_bytes, logits), llama.cpp's runtime and the
+    saved-state budget."""
     copies = instances if gpu else 1
     contexts = instances * slots
-    # Compute buffers and runtime overhead: a rough tenth on top of weights and KV.
-    needed = int((copies * weights + contexts * kv) * 1.1) + instances * state_cache
+    kv = (model.kv_per_token + KV_CELL_BYTES) * ctx
+    attention = attention_bytes(ctx, model.query_heads, flash_attn)
+    logit_rows = BATCH_TOKENS if gpu else slots
+    logits = model.vocabulary * LOGIT_BYTES * logit_rows
+    per_instance = attention + logits + RUNTIME_OVERHEAD + state_cache
+    needed = copies * model.weights + contexts * (kv + model.recurrent_state) + instances * per_instance
     per = "per slot" if slots > 1 else "per instance"
-    return needed, (f"~{needed / _GIB:.1f} GiB estimated = {copies} x weights {weights / _GIB:.1f} GiB + "
-                    f"{contexts} x KV cache {kv / _GIB:.2f} GiB for the context (f16, {per}), + ~10% "
-                    f"compute buffers, + {instances} x state cache up to {state_cache / _GIB:.1f} GiB "
-                    "(--state-cache-mb)")
+    recurrent = (f" + {contexts} x recurrent state {_gib(model.recurrent_state)} ({per})"
+                 if model.recurrent_state else "")
+    kind = "flash attention: its f16 mask" if flash_attn else \
+        f"no flash attention: f32 scores, their f16 copy and the mask, {model.query_heads} query heads"
+    rows = f"{BATCH_TOKENS} rows, a whole batch as reserved on a GPU" if gpu else \
+        f"{slots} row{'s' if slots > 1 else ''}, one a slot"
+    return needed, (f"~{_gib(needed)} estimated = {copies} x weights {_gib(model.weights)} + "
+                    f"{contexts} x KV cache {_gib(kv)} for the context (f16 and {KV_CELL_BYTES} bytes of "
+                    f"bookkeeping a cell, {per}){recurrent} + "
+                    f"{instances} x attention buffers {_gib(attention)} (a {BATCH_TOKENS}-token batch over "
+                    f"{ctx} tokens, {kind}) + {instances} x logits {_gib(logits)} ({model.vocabulary}-token "
+                    f"vocabulary x {rows}) + {instances} x llama.cpp runtime {_gib(RUNTIME_OVERHEAD)} + "
+                    f"{instances} x state cache up to {_gib(state_cache)} (--state-cache-mb)")
+
+
+def attention_bytes(ctx: int, query_heads: int, flash_attn: bool) -> int:
+    """What attention over CTX tokens (one sequence's KV stream) allocates for one batch of BATCH_TOKENS."""
+    if flash_attn:
+        return ctx * BATCH_TOKENS * FLASH_MASK_BYTES
+    return ctx * BATCH_TOKENS * (query_heads * (SCORE_BYTES + SCORE_COPY_BYTES) + MASK_BYTES)
+
+
+def recurrent_state_bytes(metadata: dict[str, str]) -> int:
+    """What one sequence keeps in the recurrent layers (Mamba-style SSM, Gated DeltaNet), as llama.cpp sizes it
+    (llama_hparams n_embd_r, n_embd_s): a convolution window of (kernel - 1) x (inner + 2 x groups x state)
+    and a state of state x inner per layer; 0 for a model without recurrent layers."""
+    arch = metadata.get("general.architecture", "")
+    state = _int(metadata.get(f"{arch}.ssm.state_size"))
+    inner = _int(metadata.get(f"{arch}.ssm.inner_size"))
+    layers = _int(metadata.get(f"{arch}.block_count"))
+    if not (state and inner and layers):
+        return 0
+    kernel = _int(metadata.get(f"{arch}.ssm.conv_kernel")) or 0
+    groups = _int(metadata.get(f"{arch}.ssm.group_count")) or 0
+    # Hybrid models (qwen35moe) have one full-attention layer in every `full_attention_interval`; the rest
+    # are recurrent. Without the key, every layer is (Mamba).
+    interval = _int(metadata.get(f"{arch}.full_attention_interval"))
+    recurrent_layers = layers - layers // interval if interval else layers
+    window = max(kernel - 1, 0) * (inner + 2 * groups * state)
+    return recurrent_layers * (window + state * inner) * STATE_BYTES
 
 
 def kv_cache_bytes(metadata: dict[str, str], ctx: int) -> int | None:
@@ -172,6 +272,10 @@ def physical_memory() -> int | None:
     except (AttributeError, ValueError, OSError):
         return None
 
+
+def _gib(size: int) -> str:
+    """GiB, or MiB below a tenth of one (a tiny model's terms)."""
+    return f"{size / _GIB:.2f} GiB" if size >= _GIB // 10 else f"{size / _MIB:.1f} MiB"
 
 
 def _int(value: str | None) -> int | None:
