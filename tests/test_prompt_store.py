@@ -5,6 +5,7 @@ the folder stays under its budget; a disk that cannot be written costs only the 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_a_saved_state_comes_back_whole_and_only_for_its_own_engine_and_tokens(t
     assert not list(tmp_path.glob("*.partial"))
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "garbage"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "garbage", "huge"])
 def test_a_damaged_or_foreign_file_is_deleted_and_read_as_missing(tmp_path: Path, damage: str,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     store = PromptStore(tmp_path, 1 << 20, "engine-a")
@@ -55,6 +56,8 @@ def test_a_damaged_or_foreign_file_is_deleted_and_read_as_missing(tmp_path: Path
         other = PromptStore(tmp_path / "other", 1 << 20, "engine-b")
         other.put([5, 6], snapshot([5, 6], 4096))
         data = bytearray(next((tmp_path / "other").glob("*.state")).read_bytes())
+    elif damage == "huge":  # a header that asks for a terabyte must not be believed
+        data = bytearray(bytes(data).replace(b'"bytes": 4096', b'"bytes": 1000000000000'))
     else:
         data = bytearray(b"not a state at all\n" + MAGIC)
     path.write_bytes(bytes(data))
@@ -75,6 +78,16 @@ def test_the_folder_stays_under_its_budget_least_recently_used_first(tmp_path: P
     assert sum(p.stat().st_size for p in tmp_path.glob("*.state")) <= 10_000
     store.put([9], snapshot([9], 20_000))  # larger than the whole budget: not kept, nothing evicted for it
     assert store.get([9]) is None and store.get([2]) is not None
+
+
+def test_a_half_written_file_left_by_a_killed_writer_is_cleared_once_stale(tmp_path: Path) -> None:
+    store = PromptStore(tmp_path, 1 << 20, "engine")
+    stale, fresh = tmp_path / "a.partial", tmp_path / "b.partial"
+    stale.write_bytes(MAGIC)
+    fresh.write_bytes(MAGIC)  # perhaps another process, writing now
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    store.put([1], snapshot([1], 100))
+    assert not stale.exists() and fresh.exists() and store.get([1]) is not None
 
 
 def test_a_folder_that_cannot_be_written_is_reported_once_and_never_fails(tmp_path: Path,

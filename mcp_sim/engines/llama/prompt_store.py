@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from array import array
 from pathlib import Path
 
@@ -27,6 +28,10 @@ logger = logging.getLogger(__name__)
 
 MAGIC = b"mcp-sim prompt state 1\n"
 SUFFIX = ".state"
+# The longest header line read: a file without one is damaged, not a reason to read it all.
+MAX_HEADER = 4096
+# A half-written file this old was left by a process killed while writing it (a writer takes seconds).
+STALE_PARTIAL_S = 600
 
 
 def default_folder() -> Path:
@@ -67,14 +72,19 @@ class PromptStore:
     def _read(self, path: Path, tokens: list[int]) -> bytearray:
         """The state in PATH, once its header, tokens, size and checksum check out (else ValueError)."""
         with path.open("rb") as file:
-            if file.readline() != MAGIC:
+            if file.readline(len(MAGIC)) != MAGIC:
                 raise ValueError("not a prompt state file")
-            header = json.loads(file.readline())
-            saved = array("i")
-            saved.frombytes(file.read(4 * int(header["tokens"])))
-            state = bytearray(int(header["bytes"]))
-            if file.readinto(state) != len(state) or file.read(1):
+            line = file.readline(MAX_HEADER)
+            header = json.loads(line)
+            count, size = int(header["tokens"]), int(header["bytes"])
+            # Checked before anything is allocated: a damaged header must not ask for gigabytes.
+            if count != len(tokens) or len(MAGIC) + len(line) + 4 * count + size != os.fstat(file.fileno()).st_size:
                 raise ValueError("its size is not what its header says")
+            saved = array("i")
+            saved.frombytes(file.read(4 * count))
+            state = bytearray(size)
+            if file.readinto(state) != size:
+                raise ValueError("it ends before its state does")
         if header.get("identity") != self.identity or saved.tolist() != tokens:
             raise ValueError("it was written for another engine or prompt")
         if hashlib.sha256(state).hexdigest() != header.get("sha256"):
@@ -101,7 +111,8 @@ class PromptStore:
             self._evict()
         except OSError as exc:
             if temporary is not None:
-                temporary.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    temporary.unlink(missing_ok=True)
             if not self._warned:  # once: a read-only or full disk would otherwise repeat it for every prompt
                 logger.warning("mcp-sim: cannot keep system prompt states in %s (%s); prompts will be read "
                                "again after a restart", self.folder, exc)
@@ -112,6 +123,11 @@ class PromptStore:
         return self.folder / f"{digest[:32]}{SUFFIX}"
 
     def _evict(self) -> None:
+        now = time.time()
+        for partial in self.folder.glob("*.partial"):
+            with contextlib.suppress(OSError):
+                if now - partial.stat().st_mtime > STALE_PARTIAL_S:
+                    partial.unlink()
         files = []
         for path in self.folder.glob(f"*{SUFFIX}"):
             try:
