@@ -122,7 +122,8 @@ def test_a_new_engine_loads_the_prompt_an_earlier_one_read_and_answers_the_same(
     reads: list[int] = []
     original = engine_loading.warm_system_prompt
     monkeypatch.setattr("mcp_sim.engines.llama.warm_system_prompt",
-                        lambda decoder, tokens, codec: (reads.append(len(tokens)), original(decoder, tokens, codec)))
+                        lambda decoder, tokens, key, codec: (reads.append(len(tokens)),
+                                                             original(decoder, tokens, key, codec)))
     assert first_call(LlamaEngine(model_path, n_ctx=4096, n_threads=2, prompt_cache_dir=tmp_path)) == reference
     assert reads == []
     # A damaged file is read again (and saved again), with the same answer.

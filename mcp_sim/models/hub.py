@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_sim.base.errors import ModelFileError
+from mcp_sim.base.paths import user_cache_dir
 from mcp_sim.models.bundled import default_model_path
 from mcp_sim.models.registry import Manifest, Quant, find_manifest, load_registry, local_gguf_files, models_dirs
 
@@ -64,9 +65,7 @@ def hub_cache_dir() -> Path:
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "huggingface" / "hub"
+    return user_cache_dir() / "huggingface" / "hub"
 
 
 def pull_command(spec: str) -> str:

@@ -134,17 +134,18 @@ class LlamaEngine:
         self._ensure_loaded()
         for messages in prompts:
             tokens = self._transcript_tokens(messages[:1])
+            key = system_key(tokens)
             decoder, codec = self._decoder, self._codec
-            if len(tokens) <= 1 or decoder is None or codec is None or system_key(tokens) in decoder.states:
+            if len(tokens) <= 1 or decoder is None or codec is None or key in decoder.states:
                 continue
             store = self.prompt_store
             saved = store.get(tokens) if store is not None else None
             if store is not None and saved is not None:
-                decoder.states.put(system_key(tokens), saved)
+                decoder.states.put(key, saved)
                 logger.info("system prompt of %d tokens loaded from %s", len(tokens), store.folder)
                 continue
-            warm_system_prompt(decoder, tokens, codec)
-            read = decoder.states.get(system_key(tokens))
+            warm_system_prompt(decoder, tokens, key, codec)
+            read = decoder.states.get(key)
             if store is not None and read is not None:
                 store.put(tokens, read)
 

@@ -45,8 +45,8 @@ class GrammarCache:
     def __init__(self, vocab: Callable[[], Any]):
         self._vocab = vocab
         self._grammars: dict[str, str] = {}
-        # Batched calls compile grammars from several threads; redirect_stdout below swaps sys.stdout for the
-        # whole process, so two at once could leave the protocol channel pointing at a StringIO.
+        # Batched calls compile grammars from several threads; schema_to_gbnf's redirect_stdout swaps sys.stdout
+        # for the whole process, so two at once could leave the protocol channel pointing at a StringIO.
         self._lock = threading.Lock()
 
     def get(self, key: str, json_schema: dict[str, Any]) -> str:

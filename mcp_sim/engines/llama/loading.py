@@ -10,7 +10,6 @@ from mcp_sim.engines.base import GenerationRequest
 from mcp_sim.engines.llama.batch import BATCH_TOKENS, BatchDecoder
 from mcp_sim.engines.llama.batch_job import Codec, Job
 from mcp_sim.engines.llama.overrides import OverrideValue, kv_override_array
-from mcp_sim.engines.llama.prefix import system_key
 
 
 def open_context(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers: int, flash_attn: bool,
@@ -57,10 +56,7 @@ def is_recurrent(model: Any) -> bool:
     return bool(llama_cpp.llama_model_is_recurrent(model.model) or llama_cpp.llama_model_is_hybrid(model.model))
 
 
-def warm_system_prompt(decoder: BatchDecoder, tokens: list[int], codec: Codec) -> None:
-    """Read a system prompt (as a finished transcript) into a slot and snapshot it, unless already done."""
-    key = system_key(tokens)
-    if key in decoder.states:
-        return
+def warm_system_prompt(decoder: BatchDecoder, tokens: list[int], key: str, codec: Codec) -> None:
+    """Read a system prompt (as a finished transcript) into a slot and snapshot it under KEY."""
     request = GenerationRequest(messages=[], max_tokens=0)
     decoder.run(Job(request, tokens, [], None, [(len(tokens), key)], codec, samples=False))

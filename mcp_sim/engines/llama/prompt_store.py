@@ -22,6 +22,7 @@ from array import array
 from pathlib import Path
 
 from mcp_sim.base import defaults
+from mcp_sim.base.paths import user_cache_dir
 from mcp_sim.engines.llama.state_cache import Snapshot
 
 logger = logging.getLogger(__name__)
@@ -39,8 +40,7 @@ def default_folder() -> Path:
     chosen = os.environ.get(defaults.PROMPT_CACHE_ENV)
     if chosen:
         return Path(chosen).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "mcp-sim" / "prompt-states"
+    return user_cache_dir() / "mcp-sim" / "prompt-states"
 
 
 class PromptStore:
