@@ -126,12 +126,14 @@ def http_server() -> Iterator[str]:
 
 @contextmanager
 def llama_cpp_server(model: Path, log: Path, alias: str, *options: str) -> Iterator[str]:
-    """`python -m llama_cpp.server` serving MODEL on a free loopback port; yields its /v1 URL once it answers.
+    """`python -m llama_cpp.server` serving MODEL on a free loopback port (through tests/peers/llama_cpp_server.py,
+    which applies --cpu-repack auto); yields its /v1 URL once it answers.
     Its log goes to a file: the server logs a lot, and a full pipe would stall it."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--model_alias", alias, *options], stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+        [sys.executable, "-m", "tests.peers.llama_cpp_server", "--model", str(model), "--host", "127.0.0.1",
+         "--port", str(port), "--model_alias", alias, *options], stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+        env=subprocess_env(), cwd=REPO)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     try:

@@ -90,3 +90,15 @@ def test_a_yaml_syntax_error_names_the_file_and_the_place_in_one_line(tmp_path: 
     result = CliRunner().invoke(cli, ["import", "openapi", str(api), "--out", str(tmp_path / "out.yaml")])
     assert result.exit_code == 1 and f"{api}: not valid YAML: line" in result.output
     assert "<unicode string>" not in result.output
+
+
+def test_http_startup_line_reaches_a_file_while_the_model_loads() -> None:
+    """Regression: with a model, the line never appeared: the quiet model load pointed fd 2 at /dev/null for
+    the whole process while it was written."""
+    process, url = start_http_server(str(WEATHER))
+    try:
+        log = _log_of(process)
+    finally:
+        stop(process)
+    assert f"mcp-sim ready at {url}: 2 tool(s) from {WEATHER}" in log, log
+    assert "; model " in log

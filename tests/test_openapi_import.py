@@ -4,6 +4,7 @@ description and ReadMe's example documents), served and called through a real cl
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.models.bundled import default_model_path
 from mcp_sim.serving.server import create_server
 from mcp_sim.sources.openapi import OpenAPIImportError, drop_unloadable, import_openapi, write_spec
-from tests.conftest import REPO
+from tests.conftest import REPO, mcp_sim_command, subprocess_env
 
 DATA = Path(__file__).parent / "data" / "openapi"
 # Where the npm documents are: the checkout's node_modules, else the scratch install used while developing.
@@ -275,3 +276,35 @@ def test_github_issues_tag_imports_loads_and_serves_through_a_real_client(tmp_pa
     assert answer.meta[META_KEY]["simulated"] is True
     schema = catalog.tools["issues_get-label"].output_schema
     assert schema is not None and validation_error(answer.structured_content, schema) is None
+
+
+def test_a_rubrik_sized_document_imports_into_a_spec_that_checks_and_answers(tmp_path: Path) -> None:
+    """Regression: a real document's 550 KB info.description (Rubrik's, 454 operations) made a world description
+    of ~175k tokens; `check` refused the spec and advised --ctx 262144 for a model trained on 8k."""
+    paragraphs = [f"Paragraph {n} of the API guide. " + "Clusters, snapshots and SLA domains are managed here. " * 9
+                  for n in range(1000)]
+    description = "\n\n".join(paragraphs)
+    assert len(description) >= 500_000
+    operations = {f"/v1/resource{n}/{{id}}": {"get": {
+        "operationId": f"getResource{n}", "summary": f"Read resource {n}",
+        "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+            "type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"}}}}}}}}}
+        for n in range(450)}
+    document = {"openapi": "3.0.3", "info": {"title": "Cluster API", "version": "1", "description": description},
+                "paths": operations}
+    source = tmp_path / "cluster.json"
+    source.write_text(json.dumps(document))
+    out = tmp_path / "cluster.yaml"
+    imported = CliRunner().invoke(cli, ["import", "openapi", str(source), "--out", str(out)])
+    assert imported.exit_code == 0, imported.output
+    world = load_catalog([out]).spec_sets[0].world_description
+    assert world.startswith("Cluster API\n\nParagraph 0 of the API guide.")
+    assert len(world) < 10_000 and "characters, is left out." in world
+    checked = subprocess.run(mcp_sim_command("check", str(out)), env=subprocess_env(), capture_output=True,
+                             text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    called = subprocess.run(mcp_sim_command("call", str(out), "--tool", "getResource7", "--args", '{"id": "c-1"}'),
+                            env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert called.returncode == 0, called.stdout + called.stderr
+    assert called.stdout.strip(), called.stderr

@@ -23,6 +23,10 @@ CONTEXT_SHIFT = True
 FLASH_ATTN = False
 # Check the output grammar against each sampled token, filtering the whole vocabulary only on a rejection.
 LAZY_GRAMMAR = True
+# llama.cpp's extra CPU buffer types (weights repacked for AMX or for AVX2/NEON kernels): "auto" uses them
+# except on a CPU whose llama.cpp reports AMX, where the first decode segfaults (llama.cpp #20824).
+CPU_REPACK = "auto"
+CPU_REPACK_CHOICES = ("auto", "on", "off")
 
 # Sampling.
 MAX_TOKENS = 512
@@ -48,6 +52,11 @@ MIN_PROMPT_ROOM = 512
 HISTORY_ROOM = 1024
 # The least room an indexed spec must leave for the definition of the tool called.
 MIN_DEFINITION_TOKENS = 256
+
+# `import-openapi`: the most characters of an API document's own description that go into the world description
+# (its first paragraphs; the rest is left out, and the description says so). A real one (Rubrik's, 550 KB) made a
+# world description of ~175k tokens that no small model can read.
+IMPORT_DESCRIPTION_CHARS = 6000
 
 # Serving.
 MAX_QUEUE = 64

@@ -93,6 +93,10 @@ def engine_options(command: Command) -> Command:
         click.option("--lazy-grammar/--no-lazy-grammar", default=defaults.LAZY_GRAMMAR, show_default=True,
                      help="Check the output grammar against each sampled token, filtering the whole vocabulary "
                           "only when it is rejected (same answers at temperature 0, cheaper per token)."),
+        click.option("--cpu-repack", type=click.Choice(defaults.CPU_REPACK_CHOICES), default=defaults.CPU_REPACK,
+                     show_default=True,
+                     help="Let llama.cpp repack the weights for its CPU kernels (auto: yes, except on a CPU with "
+                          "AMX, where that crashes the first decode: llama.cpp #20824)."),
         click.option("--state-cache-mb", type=click.IntRange(0), default=defaults.STATE_CACHE_MB,
                      show_default=True,
                      help="Memory per instance for saved model states, so calls resume sessions instead of "

@@ -94,8 +94,7 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
         reloader = SpecReloader(specs, catalog, server,
                                 lambda new: serving(reloaded_simulator(simulator, new, rehearsal)), peers)
     announce = functools.partial(_announce, startup_line(kind.where(endpoint), fits, simulator, kind.world_hint))
-    # The warm-up starts once the transport is set up (see serve_stdio and serve_http: the quiet model load
-    # briefly points fd 1 and 2 at /dev/null).
+    # The warm-up starts once the transport is set up (see serve_stdio and serve_http).
     launch = Launch(server, functools.partial(admin_routes, worlds), warmup.start if warmup else None, announce)
     try:
         anyio.run(serve_reloading, reloader, kind.serving(endpoint, launch))

@@ -38,6 +38,7 @@ class EngineSettings:
     context_shift: bool = defaults.CONTEXT_SHIFT
     flash_attn: bool = defaults.FLASH_ATTN
     lazy_grammar: bool = defaults.LAZY_GRAMMAR
+    cpu_repack: str = defaults.CPU_REPACK
     state_cache_mb: int = defaults.STATE_CACHE_MB
     prompt_cache_mb: int = defaults.PROMPT_CACHE_MB
     prompt_cache_dir: str | None = None  # None: prompt_store.default_folder()

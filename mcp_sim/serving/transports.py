@@ -59,8 +59,7 @@ async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *
                      on_listening: Callable[[], object] | None = None) -> None:
     """Serve streamable HTTP at http://host:port/path, refusing an unsafe bind (see `check_bind`). `routes`
     (the operator's admin routes) sit behind the same token and Host/Origin checks. `on_ready` runs after the
-    startup lines are logged: llama.cpp's quiet model load points fd 2 at /dev/null for a moment, and a line
-    logged meanwhile from another thread is lost. `on_listening` runs once the socket accepts connections."""
+    startup lines are logged. `on_listening` runs once the socket accepts connections."""
     import uvicorn
 
     from mcp_sim.serving.event_store import MemoryEventStore
@@ -149,8 +148,7 @@ async def serve_stdio(server: Server, on_ready: Callable[[], object] | None = No
     """Serve over stdin/stdout; a line the SDK cannot read, or reads wrongly, is answered with a JSON-RPC error.
 
     `on_ready` runs once the transport holds its private copies of fd 0 and 1: work started before then
-    (llama.cpp's quiet model load points fd 1 at /dev/null for a moment) could leave the protocol writing to
-    the null device."""
+    (anything that redirects fd 1 for a moment) could leave the protocol writing to the null device."""
     from mcp.server.stdio import stdio_server
 
     with _protocol_stdin() as binary:

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from jsonschema.exceptions import best_match
 
+from mcp_sim.base import defaults
 from mcp_sim.base.errors import SpecError
 from mcp_sim.core.specs import load_catalog
 from mcp_sim.sources.openapi_operations import METHODS, Operation, ToolBuilder, tool_name
@@ -219,11 +220,30 @@ def _info(document: dict[str, Any]) -> dict[str, Any]:
 def world_description(document: dict[str, Any]) -> str:
     """The API's title, description and base URL: what the world model knows of the world it simulates."""
     info = _info(document)
-    parts = [str(info[key]).strip() for key in ("title", "description") if info.get(key)]
+    parts = [str(info["title"]).strip()] if info.get("title") else []
+    if info.get("description"):
+        parts.append(first_paragraphs(str(info["description"]).strip(), defaults.IMPORT_DESCRIPTION_CHARS))
     base_url = _base_url(document)
     if base_url:
         parts.append(f"Base URL: {base_url}")
     return "\n\n".join(parts) or "An HTTP API described by an OpenAPI document."
+
+
+def first_paragraphs(text: str, budget: int) -> str:
+    """TEXT's leading paragraphs that fit in BUDGET characters (at least the start of the first), and a line
+    saying how much was left out: a spec's world description must fit the model's context."""
+    if len(text) <= budget:
+        return text
+    kept: list[str] = []
+    size = 0
+    for paragraph in re.split(r"\n\s*\n", text):
+        if size + len(paragraph) > budget:
+            break
+        kept.append(paragraph)
+        size += len(paragraph) + 2
+    shown = "\n\n".join(kept) if kept else text[:budget].rsplit(" ", 1)[0]
+    left = len(text) - len(shown)
+    return f"{shown}\n\n(The rest of the API's description, {left:,} characters, is left out.)"
 
 
 def _base_url(document: dict[str, Any]) -> str | None:

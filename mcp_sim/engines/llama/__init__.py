@@ -24,7 +24,7 @@ from mcp_sim.base.errors import EngineError, ModelFileError
 from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.engines.llama.batch import BatchDecoder
 from mcp_sim.engines.llama.batch_job import Codec, Job
-from mcp_sim.engines.llama.build import build_info, default_threads, gpu_offload_supported
+from mcp_sim.engines.llama.build import build_info, cpu_repack, default_threads, gpu_offload_supported
 from mcp_sim.engines.llama.gguf import check_gguf_file, load_vocabulary, read_metadata
 from mcp_sim.engines.llama.grammar import GrammarCache
 from mcp_sim.engines.llama.kv import memory_can_shift
@@ -59,6 +59,7 @@ class LlamaEngine:
                  chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB,
                  context_shift: bool = defaults.CONTEXT_SHIFT, flash_attn: bool = defaults.FLASH_ATTN,
                  lazy_grammar: bool = defaults.LAZY_GRAMMAR, slots: int = defaults.SLOTS,
+                 cpu_repack: str = defaults.CPU_REPACK,
                  metadata_overrides: dict[str, OverrideValue] | None = None,
                  prompt_cache_dir: str | Path | None = None, prompt_cache_mb: int = defaults.PROMPT_CACHE_MB):
         self.model_path = Path(model_path)
@@ -75,6 +76,8 @@ class LlamaEngine:
         self.flash_attn = flash_attn
         # Check the grammar against the sampled token only, filtering the vocabulary when it is rejected.
         self.lazy_grammar = lazy_grammar
+        # auto, on or off: whether llama.cpp may repack the weights for its CPU kernels (build.repack_choice).
+        self.cpu_repack = cpu_repack
         # Calls decoded together in one context (continuous batching, batch.py); 1: one call at a time.
         self.slots = max(1, slots)
         # llama.cpp metadata overrides from the model's manifest; load() adds what the file's defects call for.
@@ -205,8 +208,10 @@ class LlamaEngine:
 
     def _open(self, gpu_layers: int, overrides: dict[str, OverrideValue]) -> Any:
         """The model, one context of `slots` sequences (each with room for n_ctx tokens) and its decoder."""
+        repack = cpu_repack(self.cpu_repack)
+        logger.info("CPU weight repacking %s", repack.reason)
         model, context = open_context(self.model_path, self.n_ctx, self.slots, self.n_threads, gpu_layers,
-                                      self.flash_attn, self.verbose, overrides)
+                                      self.flash_attn, self.verbose, overrides, extra_bufts=repack.use_extra_bufts)
         self._context = context
         recurrent = is_recurrent(model)
         self._decoder = BatchDecoder(context, model.vocab, self.slots, self.states, recurrent,

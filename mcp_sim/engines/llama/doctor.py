@@ -12,7 +12,7 @@ from typing import Any
 from mcp_sim.base.errors import McpSimError
 from mcp_sim.engines.kind import FAIL, OK, WARN, Check, SummaryFor
 from mcp_sim.engines.llama.batch import BATCH_TOKENS
-from mcp_sim.engines.llama.build import build_info, gpu_offload_supported
+from mcp_sim.engines.llama.build import build_info, cpu_repack, gpu_offload_supported
 from mcp_sim.engines.llama.gguf import read_header, read_metadata
 from mcp_sim.engines.llama.overrides import plan_load
 from mcp_sim.engines.settings import EngineSettings
@@ -59,7 +59,13 @@ def llama_checks(settings: EngineSettings, summary_for: SummaryFor) -> list[Chec
     build = _llama_build()
     if build.status == FAIL:
         return [build]
-    return [build, *_model_checks(settings, summary_for)]
+    return [build, _repack_check(settings), *_model_checks(settings, summary_for)]
+
+
+def _repack_check(settings: EngineSettings) -> Check:
+    choice = cpu_repack(settings.cpu_repack)
+    risky = choice.use_extra_bufts and "AMX" in choice.reason
+    return Check("cpu repack", WARN if risky else OK, choice.reason)
 
 
 def _llama_build() -> Check:

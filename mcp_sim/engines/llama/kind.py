@@ -23,7 +23,7 @@ class LlamaKind:
     name = "llama"
     summary = "run the GGUF in-process"
     options = ("threads", "gpu_layers", "parallel", "slots", "context_shift", "flash_attn", "lazy_grammar",
-               "state_cache_mb", "prompt_cache_mb", "prompt_cache_dir")
+               "cpu_repack", "state_cache_mb", "prompt_cache_mb", "prompt_cache_dir")
 
     def choose(self, settings: EngineSettings, download: bool) -> ModelChoice:
         resolved = resolve(settings.model, download=download)
@@ -46,7 +46,7 @@ class LlamaKind:
         engines = [LlamaEngine(choice.path, n_ctx=ctx, n_threads=settings.threads, n_gpu_layers=settings.gpu_layers,
                                seed=settings.seed, state_cache_mb=settings.state_cache_mb, slots=settings.slots,
                                context_shift=settings.context_shift, flash_attn=settings.flash_attn,
-                               lazy_grammar=settings.lazy_grammar,
+                               lazy_grammar=settings.lazy_grammar, cpu_repack=settings.cpu_repack,
                                metadata_overrides=manifest.metadata_overrides if manifest else None,
                                prompt_cache_dir=settings.prompt_cache_dir or default_folder(),
                                prompt_cache_mb=settings.prompt_cache_mb)
