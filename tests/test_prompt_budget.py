@@ -53,12 +53,17 @@ def test_a_spec_that_cannot_fit_is_refused_at_startup_naming_file_size_and_fix(t
     spec = tmp_path / "big-world.yaml"
     world = {"description": "Every detail of the world matters. " * 1500}
     spec.write_text(yaml.safe_dump({"world": world, **many_tools(2)}))
-    for command in (["check", str(spec)], ["serve", str(spec)], ["call", str(spec), "--tool", "resource0_get",
-                                                                 "--args", '{"id": "1"}']):
+    for command in (["serve", str(spec)], ["call", str(spec), "--tool", "resource0_get", "--args", '{"id": "1"}']):
         result = CliRunner().invoke(cli, command)
         assert result.exit_code == 1, result.output
         assert f"{spec}: its system prompt takes " in result.output and "Raise --ctx (e.g. --ctx 16384)" in \
             result.output, result.output
+    # check knows the default model was trained for 8,192 tokens: it never advises more than that.
+    checked = CliRunner().invoke(cli, ["check", str(spec)])
+    assert checked.exit_code == 1 and f"{spec}: its system prompt takes " in checked.output
+    assert "Raise --ctx" not in checked.output, checked.output
+    assert "It would need --ctx 16384, more than the 8,192 tokens the model was trained for: shorten" in \
+        checked.output
 
 
 def test_a_spec_of_many_tools_is_indexed_and_each_call_brings_its_own_definition(counter: LlamaEngine) -> None:

@@ -129,6 +129,17 @@ def _size(fit: SpecFit) -> str:
     return f"prompt {approx}{fit.full_tokens:,} tokens in full, indexed to {fit.tokens:,} of {fit.room:,}"
 
 
+def _trained_ctx() -> int | None:
+    """The context the default model was trained for (its manifest), which `check`'s advice never exceeds."""
+    from mcp_sim.models.hub import resolve
+
+    try:
+        manifest = resolve(None, download=False).manifest
+    except McpSimError:
+        return None
+    return manifest.context_length if manifest else None
+
+
 def _announce(line: str) -> None:
     # Plain stderr, whatever the log level: the first thing a user looks for (stdout is the protocol on stdio).
     click.echo(line, err=True)
@@ -197,7 +208,7 @@ def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
     effects = StateBook(catalog.spec_sets).describe()
     try:
         fits = {fit.source: fit for fit in fit_prompts(catalog, lambda text: count_text(grammar_engine, text), ctx,
-                                                       reserved_tokens(max_tokens))}
+                                                       reserved_tokens(max_tokens), trained_ctx=_trained_ctx())}
     except McpSimError as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)

@@ -56,13 +56,13 @@ def reserved_tokens(max_tokens: int, think_budget: int = 0) -> int:
 
 
 def fit_prompts(catalog: Catalog, count: Counter, ctx: int, reserved: int, style: str = "generic",
-                errors: bool = False) -> list[SpecFit]:
+                errors: bool = False, trained_ctx: int | None = None) -> list[SpecFit]:
     """Choose every spec's layout for a context of CTX tokens of which RESERVED go to the answer, reasoning
     and history (setting it on the spec), or raise PromptTooLargeError naming every spec that cannot fit.
     COUNT gives a text's tokens and whether that count is exact."""
     fits, problems = [], []
     for spec_set in catalog.spec_sets:
-        fit = _fit(spec_set, count, ctx, reserved, style, errors)
+        fit = _fit(spec_set, count, ctx, reserved, style, errors, trained_ctx)
         if isinstance(fit, str):
             problems.append(fit)
         else:
@@ -72,7 +72,8 @@ def fit_prompts(catalog: Catalog, count: Counter, ctx: int, reserved: int, style
     return fits
 
 
-def _fit(spec_set: SpecSet, count: Counter, ctx: int, reserved: int, style: str, errors: bool) -> SpecFit | str:
+def _fit(spec_set: SpecSet, count: Counter, ctx: int, reserved: int, style: str, errors: bool,
+         trained_ctx: int | None) -> SpecFit | str:
     room = ctx - reserved
     spec_set.prompt_layout, spec_set.index_chars, spec_set.definition_chars = "full", 0, 0
     full, exact = _largest(spec_set, count, room, style, errors)
@@ -84,12 +85,11 @@ def _fit(spec_set: SpecSet, count: Counter, ctx: int, reserved: int, style: str,
     left = room - indexed
     if left < defaults.MIN_DEFINITION_TOKENS:
         spec_set.prompt_layout = "full"
+        advice = _advice(reserved + indexed + defaults.MIN_DEFINITION_TOKENS, trained_ctx)
         return (f"{spec_set.source}: its system prompt takes {'' if exact else '~'}{full:,} tokens, and "
                 f"{indexed:,} with its {len(spec_set.tools)} tools listed one per line (its world and rules "
                 f"alone are that large), against {room:,} tokens of room in --ctx {ctx} (less {reserved:,} for "
-                f"the answer and the history). Raise --ctx (e.g. --ctx "
-                f"{_suggested_ctx(reserved + indexed + defaults.MIN_DEFINITION_TOKENS)}), or shorten the spec's "
-                "world description and data")
+                f"the answer and the history). {advice}")
     spec_set.definition_chars = int(left * SAFE_CHARS_PER_TOKEN)
     return SpecFit(spec_set.source, len(spec_set.tools), full, exact, "index", indexed, room)
 
@@ -104,6 +104,16 @@ def _largest(spec_set: SpecSet, count: Counter, room: int, style: str, errors: b
         else:
             sizes.append(count(text))
     return max(sizes)
+
+
+def _advice(needed: int, trained_ctx: int | None) -> str:
+    """What to change: a larger --ctx only when the model was trained for one that large (TRAINED_CTX, when
+    known); past that a larger context reads worse, or not at all."""
+    suggested = _suggested_ctx(needed)
+    if trained_ctx is None or suggested <= trained_ctx:
+        return f"Raise --ctx (e.g. --ctx {suggested}), or shorten the spec's world description and data"
+    return (f"It would need --ctx {suggested}, more than the {trained_ctx:,} tokens the model was trained for: "
+            "shorten the spec's world description and data, or split its tools into several specs")
 
 
 def _suggested_ctx(needed: int) -> int:
