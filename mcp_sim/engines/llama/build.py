@@ -43,6 +43,7 @@ class RepackChoice:
 
     use_extra_bufts: bool
     reason: str
+    amx: bool  # the CPU has AMX, where repacked weights crash (llama.cpp #20824)
 
 
 def repack_choice(setting: str, system_info: str) -> RepackChoice:
@@ -52,13 +53,14 @@ def repack_choice(setting: str, system_info: str) -> RepackChoice:
     amx = bool(_AMX.search(system_info))
     if setting == "on":
         warning = " (this CPU has AMX: llama.cpp #20824 may crash the first decode)" if amx else ""
-        return RepackChoice(True, f"on, as --cpu-repack on asks{warning}")
+        return RepackChoice(True, f"on, as --cpu-repack on asks{warning}", amx)
     if setting == "off":
-        return RepackChoice(False, "off, as --cpu-repack off asks")
+        return RepackChoice(False, "off, as --cpu-repack off asks", amx)
     if amx:
         return RepackChoice(False, "off: this CPU has AMX (AMX_INT8 = 1), where llama.cpp's repacked AMX "
-                                   "weights crash the first decode (llama.cpp #20824); --cpu-repack on forces it")
-    return RepackChoice(True, "on: no AMX on this CPU, so llama.cpp may repack weights for its faster kernels")
+                                   "weights crash the first decode (llama.cpp #20824); --cpu-repack on forces it", amx)
+    return RepackChoice(True, "on: no AMX on this CPU, so llama.cpp may repack weights for its faster kernels",
+                        amx)
 
 
 def cpu_repack(setting: str) -> RepackChoice:

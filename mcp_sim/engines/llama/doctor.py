@@ -64,8 +64,7 @@ def llama_checks(settings: EngineSettings, summary_for: SummaryFor) -> list[Chec
 
 def _repack_check(settings: EngineSettings) -> Check:
     choice = cpu_repack(settings.cpu_repack)
-    risky = choice.use_extra_bufts and "AMX" in choice.reason
-    return Check("cpu repack", WARN if risky else OK, choice.reason)
+    return Check("cpu repack", WARN if choice.use_extra_bufts and choice.amx else OK, choice.reason)
 
 
 def _llama_build() -> Check:

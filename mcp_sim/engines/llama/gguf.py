@@ -157,14 +157,24 @@ def _skip_array(handle: BinaryIO) -> int:
     return int(length)
 
 
+def open_model(path: Path, params: Any, verbose: bool = False) -> Any:
+    """llama-cpp-python's LlamaModel for PATH, loaded without its suppress_stdout_stderr: that points fd 1 and
+    2 (and sys.stdout, sys.stderr) at /dev/null for the whole process during the load, and another thread's
+    output (the startup line among it) was lost. llama.cpp's log is dropped below errors instead."""
+    from llama_cpp._internals import LlamaModel
+    from llama_cpp._logger import set_verbose
+
+    set_verbose(verbose)
+    return LlamaModel(path_model=str(path), params=params, verbose=True)  # True: no suppress_stdout_stderr
+
+
 def load_vocabulary(path: Path) -> Any:
     """The model's vocabulary and metadata without its weights (llama.cpp's vocab_only load)."""
     import llama_cpp
-    from llama_cpp._internals import LlamaModel
 
     params = llama_cpp.llama_model_default_params()
     params.vocab_only = True
-    return LlamaModel(path_model=str(path), params=params, verbose=False)
+    return open_model(path, params)
 
 
 def read_metadata(path: Path) -> dict[str, str]:

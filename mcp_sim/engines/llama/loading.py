@@ -9,6 +9,7 @@ from typing import Any
 from mcp_sim.engines.base import GenerationRequest
 from mcp_sim.engines.llama.batch import BATCH_TOKENS, BatchDecoder
 from mcp_sim.engines.llama.batch_job import Codec, Job
+from mcp_sim.engines.llama.gguf import open_model
 from mcp_sim.engines.llama.overrides import OverrideValue, kv_override_array
 
 
@@ -19,20 +20,15 @@ def open_context(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers:
     `overrides`: llama.cpp metadata overrides (overrides.plan_load); `extra_bufts`: let llama.cpp repack the
     weights into its extra CPU buffer types (build.repack_choice says when not to)."""
     import llama_cpp
-    from llama_cpp._internals import LlamaContext, LlamaModel
-    from llama_cpp._logger import set_verbose
+    from llama_cpp._internals import LlamaContext
 
-    set_verbose(verbose)
     model_params = llama_cpp.llama_model_default_params()
     model_params.n_gpu_layers = 0x7FFFFFFF if gpu_layers == -1 else gpu_layers  # INT32_MAX: every layer
     model_params.use_extra_bufts = extra_bufts
     kv_overrides = kv_override_array(overrides or {})  # kept alive here until the model is loaded
     if kv_overrides is not None:
         model_params.kv_overrides = kv_overrides
-    # verbose=True only turns off LlamaModel's suppress_stdout_stderr, which points fd 1 and 2 (and sys.stdout,
-    # sys.stderr) at /dev/null for the whole process during the load: another thread's output, the startup
-    # line among it, was lost. set_verbose above already drops llama.cpp's log below errors.
-    model = LlamaModel(path_model=str(path), params=model_params, verbose=True)
+    model = open_model(path, model_params, verbose)
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = n_ctx * slots
     params.n_batch = params.n_ubatch = BATCH_TOKENS
@@ -46,7 +42,7 @@ def open_context(path: Path, n_ctx: int, slots: int, n_threads: int, gpu_layers:
     params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                               else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
     try:
-        # Not under suppress_stdout_stderr either, for the same reason.
+        # Not under suppress_stdout_stderr either, for the reason open_model gives.
         context = LlamaContext(model=model, params=params, verbose=verbose)
     except ValueError:
         model.close()
