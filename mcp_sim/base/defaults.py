@@ -37,6 +37,9 @@ ENGINE_PROCESS_CHOICES = ("auto", "worker", "inline")
 ENGINE_RESTART_LIMIT = 3
 ENGINE_RESTART_WINDOW_S = 60.0
 
+# `doctor`'s decode probe (a model load and a few tokens in a child process): seconds before it gives up.
+DOCTOR_PROBE_TIMEOUT_S = 120
+
 # Sampling.
 MAX_TOKENS = 512
 TEMPERATURE = 0.2

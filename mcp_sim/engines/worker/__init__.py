@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import os
 import queue
 import socket
 import subprocess
@@ -18,17 +17,17 @@ import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from mcp_sim.base.errors import EngineError, McpSimError
 from mcp_sim.engines.base import ChatMessage, Engine, EngineIdentity, Generation, GenerationRequest
 from mcp_sim.engines.counting import TextCounting
+from mcp_sim.engines.exits import CrashLog, describe_exit
 from mcp_sim.engines.kind import EngineKind, ModelChoice
 from mcp_sim.engines.pool import EnginePool
 from mcp_sim.engines.readiness import check_engine
 from mcp_sim.engines.settings import EngineSettings
-from mcp_sim.engines.worker.exits import CrashLog, describe_exit
+from mcp_sim.engines.subprocesses import child_environment, module_command
 from mcp_sim.engines.worker.wire import Recipe, request_payload
 
 logger = logging.getLogger(__name__)
@@ -37,8 +36,6 @@ logger = logging.getLogger(__name__)
 _CANCEL_POLL_S = 0.05
 # How long a closing model process may take to free its model before it is killed (seconds).
 _CLOSE_GRACE_S = 10.0
-# The package's parent folder, so that the child imports this same mcp_sim.
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 class ModelProcess:
@@ -46,12 +43,10 @@ class ModelProcess:
 
     def __init__(self, recipe: Recipe, on_death: Any):
         parent, child = socket.socketpair()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         # stdout is our stderr: on stdio, fd 1 is the MCP stream, and nothing of the model's may reach it.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_sim.engines.worker.child", str(child.fileno())],
-            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), env=env)
+            module_command("mcp_sim.engines.worker.child", str(child.fileno())), pass_fds=(child.fileno(),),
+            stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), env=child_environment())
         child.close()
         self.connection = Connection(parent.detach())
         self.connection.send(recipe)
