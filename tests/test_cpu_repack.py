@@ -36,3 +36,17 @@ def test_doctor_says_what_it_chose_for_this_machine() -> None:
     line = next(line for line in result.output.splitlines() if "cpu repack" in line)
     assert expected.reason in line
     assert ("AMX_INT8 = 1" in build_info()["system_info"]) == (not expected.use_extra_bufts)
+
+
+def test_doctor_probes_a_decode_in_a_child_and_reports_its_crash_with_the_fix() -> None:
+    """The probe runs the real model in a child process: on this machine's CPU, the defaults decode; forcing
+    the repacked weights on a CPU with AMX crashes the child (llama.cpp #20824), and doctor names the fix."""
+    fine = CliRunner().invoke(cli, ["doctor"])
+    assert "[ ok ] decode probe: a child process loaded the model and decoded: " in fine.output, fine.output
+    forced = CliRunner().invoke(cli, ["doctor", "--cpu-repack", "on"])
+    probe = next(line for line in forced.output.splitlines() if "decode probe" in line)
+    if "AMX_INT8 = 1" in build_info()["system_info"]:
+        assert probe.startswith("[FAIL] decode probe: a short decode in a child process died: SIGSEGV"), probe
+        assert "--cpu-repack off" in probe and forced.exit_code != 0
+    else:
+        assert probe.startswith("[ ok ] decode probe"), probe

@@ -28,6 +28,18 @@ LAZY_GRAMMAR = True
 CPU_REPACK = "auto"
 CPU_REPACK_CHOICES = ("auto", "on", "off")
 
+# Where the model runs: "worker" in a process of its own (a native crash ends its calls, not the server),
+# "inline" in the server's process, "auto" a worker for engines that would otherwise run the model in-process.
+ENGINE_PROCESS = "auto"
+ENGINE_PROCESS_CHOICES = ("auto", "worker", "inline")
+# A model process that dies this many times within this many seconds is not started again for a while:
+# calls fail fast with the reason instead of reloading the model for ever.
+ENGINE_RESTART_LIMIT = 3
+ENGINE_RESTART_WINDOW_S = 60.0
+
+# `doctor`'s decode probe (a model load and a few tokens in a child process): seconds before it gives up.
+DOCTOR_PROBE_TIMEOUT_S = 120
+
 # Sampling.
 MAX_TOKENS = 512
 TEMPERATURE = 0.2

@@ -93,6 +93,11 @@ def engine_options(command: Command) -> Command:
         click.option("--lazy-grammar/--no-lazy-grammar", default=defaults.LAZY_GRAMMAR, show_default=True,
                      help="Check the output grammar against each sampled token, filtering the whole vocabulary "
                           "only when it is rejected (same answers at temperature 0, cheaper per token)."),
+        click.option("--engine-process", type=click.Choice(defaults.ENGINE_PROCESS_CHOICES),
+                     default=defaults.ENGINE_PROCESS, show_default=True,
+                     help="Run the model in a process of its own (worker), so that a native crash ends its calls "
+                          "with an error and a new process starts, or in the server's (inline); auto: a worker "
+                          "for engines that run the model locally."),
         click.option("--cpu-repack", type=click.Choice(defaults.CPU_REPACK_CHOICES), default=defaults.CPU_REPACK,
                      show_default=True,
                      help="Let llama.cpp repack the weights for its CPU kernels (auto: yes, except on a CPU with "

@@ -15,6 +15,7 @@ from mcp_sim.core.simulator import SimOptions
 from mcp_sim.engines.base import Engine
 from mcp_sim.engines.registry import engine_kind
 from mcp_sim.engines.settings import EngineSettings
+from mcp_sim.engines.worker import build_engine as build_in_process_or_worker
 from mcp_sim.models.registry import Manifest
 
 __all__ = ["EngineSettings", "Prepared", "build_engine", "check_room", "prepare", "sim_options"]
@@ -34,7 +35,7 @@ def prepare(settings: EngineSettings, download: bool = True) -> Prepared:
     kind = engine_kind(settings.engine)
     choice = kind.choose(settings, download=download)
     options, ctx = sim_options(settings, choice.manifest)
-    engine = kind.build(settings, choice, ctx)
+    engine = build_in_process_or_worker(kind, settings, choice, ctx)
     logger.info("model %s; prompt style %s, thinking %s", choice.label, options.prompt_style,
                 f"on, budget {options.think_budget}" if options.think else "off")
     return Prepared(engine, options, choice.manifest)
@@ -44,7 +45,7 @@ def build_engine(settings: EngineSettings, ctx: int) -> Engine:
     """An engine of CTX tokens for the model SETTINGS name, by any registered kind, without the simulation's
     options (an eval's judge)."""
     kind = engine_kind(settings.engine)
-    return kind.build(settings, kind.choose(settings, download=True), ctx)
+    return build_in_process_or_worker(kind, settings, kind.choose(settings, download=True), ctx)
 
 
 def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[SimOptions, int]:

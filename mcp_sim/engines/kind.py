@@ -67,6 +67,12 @@ class EngineKind(Protocol):
         ...
 
     @property
+    def in_process(self) -> bool:
+        """Whether its engine runs the model in this process (then a native crash could take the server
+        down, and --engine-process auto runs it in a worker: mcp_sim/engines/worker)."""
+        ...
+
+    @property
     def options(self) -> tuple[str, ...]:
         """The EngineSettings fields only this kind reads (their flags say so in --help)."""
         ...

@@ -15,6 +15,7 @@ from mcp_sim.models.registry import find_manifest
 class OpenAIKind:
     name = "openai"
     summary = "an OpenAI-compatible server at --base-url"
+    in_process = False
     options = ("base_url", "api_key_env", "max_inflight", "timeout")
 
     def choose(self, settings: EngineSettings, download: bool) -> ModelChoice:

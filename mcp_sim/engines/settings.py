@@ -39,6 +39,7 @@ class EngineSettings:
     flash_attn: bool = defaults.FLASH_ATTN
     lazy_grammar: bool = defaults.LAZY_GRAMMAR
     cpu_repack: str = defaults.CPU_REPACK
+    engine_process: str = defaults.ENGINE_PROCESS
     state_cache_mb: int = defaults.STATE_CACHE_MB
     prompt_cache_mb: int = defaults.PROMPT_CACHE_MB
     prompt_cache_dir: str | None = None  # None: prompt_store.default_folder()

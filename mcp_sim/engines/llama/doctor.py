@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcp_sim.base import defaults
 from mcp_sim.base.errors import McpSimError
+from mcp_sim.engines.exits import describe_exit
 from mcp_sim.engines.kind import FAIL, OK, WARN, Check, SummaryFor
 from mcp_sim.engines.llama.batch import BATCH_TOKENS
 from mcp_sim.engines.llama.build import build_info, cpu_repack, gpu_offload_supported
 from mcp_sim.engines.llama.gguf import read_header, read_metadata
 from mcp_sim.engines.llama.overrides import plan_load
 from mcp_sim.engines.settings import EngineSettings
+from mcp_sim.engines.subprocesses import child_environment, module_command
 from mcp_sim.models.hub import resolve
 
 # Backends as llama.cpp's system info names them, in the order to report them.
@@ -128,8 +132,28 @@ def _model_checks(settings: EngineSettings, summary_for: SummaryFor) -> list[Che
         trained_note = f" (trained for {trained})" if trained else ""
         checks.append(Check("context", OK, f"{ctx} tokens{trained_note}"))
     checks.append(Check("settings", OK, f"{summary.style}, {summary.sampling}"))
-    checks.append(_memory_check(model_memory(resolved.path, metadata), ctx, settings, _gpu_offload()))
+    memory = _memory_check(model_memory(resolved.path, metadata), ctx, settings, _gpu_offload())
+    checks.append(memory)
+    if memory.status == OK:  # a model that may not fit in memory is not loaded just to probe it
+        checks.append(_decode_probe(resolved.path, settings))
     return checks
+
+
+def _decode_probe(path: Path, settings: EngineSettings) -> Check:
+    """A short decode in a child process: a native crash there is reported, with what to try, instead of
+    being met on the first call."""
+    command = module_command("mcp_sim.engines.llama.probe", str(path), settings.cpu_repack)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=defaults.DOCTOR_PROBE_TIMEOUT_S,
+                              env=child_environment())
+    except subprocess.TimeoutExpired:
+        return Check("decode probe", WARN,
+                     f"a short decode in a child process took more than {defaults.DOCTOR_PROBE_TIMEOUT_S} s")
+    if done.returncode == 0:
+        return Check("decode probe", OK, f"a child process loaded the model and decoded: {done.stdout.strip()}")
+    last = (done.stderr.strip().splitlines() or [""])[-1]
+    return Check("decode probe", FAIL, f"a short decode in a child process died: {describe_exit(done.returncode)}"
+                 + (f"; its last words: {last}" if last else ""))
 
 
 def _load_plan(path: Path, manifest_overrides: dict[str, Any] | None) -> tuple[Check, dict[str, Any]]:

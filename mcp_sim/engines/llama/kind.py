@@ -21,7 +21,8 @@ NO_MODEL = Path("no-model.gguf")
 
 class LlamaKind:
     name = "llama"
-    summary = "run the GGUF in-process"
+    summary = "run the GGUF with llama.cpp on this machine"
+    in_process = True
     options = ("threads", "gpu_layers", "parallel", "slots", "context_shift", "flash_attn", "lazy_grammar",
                "cpu_repack", "state_cache_mb", "prompt_cache_mb", "prompt_cache_dir")
 
