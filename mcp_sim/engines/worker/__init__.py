@@ -8,6 +8,7 @@ Ollama, vLLM and llama.cpp's own server keep the model apart for the same reason
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 import logging
 import queue
@@ -38,6 +39,15 @@ _CANCEL_POLL_S = 0.05
 _CLOSE_GRACE_S = 10.0
 
 
+def _stderr_fd() -> int:
+    """The descriptor the model process writes to: this process's stderr, or fd 2 when sys.stderr is a
+    stand-in without one (click's CliRunner, a captured stream)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return 2
+
+
 class ModelProcess:
     """One running child: its process, its connection, and the calls waiting on it."""
 
@@ -46,7 +56,7 @@ class ModelProcess:
         # stdout is our stderr: on stdio, fd 1 is the MCP stream, and nothing of the model's may reach it.
         self.process = subprocess.Popen(
             module_command("mcp_sim.engines.worker.child", str(child.fileno())), pass_fds=(child.fileno(),),
-            stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), env=child_environment())
+            stdin=subprocess.DEVNULL, stdout=_stderr_fd(), env=child_environment())
         child.close()
         self.connection = Connection(parent.detach())
         self.connection.send(recipe)
