@@ -285,6 +285,48 @@ def sqlite_sessions(_: str) -> dict[str, list[Call]]:
     }
 
 
+# --- duckdb: another dialect (SHOW TABLES, DESCRIBE, ALTER TABLE ... ADD COLUMN), rows as Python tuples -----
+
+def duckdb_sessions(_: str) -> dict[str, list[Call]]:
+    def query(sql: str) -> Call:
+        return ("query", {"query": sql})
+
+    return {
+        "train": [query("CREATE TABLE books (id INTEGER, title VARCHAR, year INTEGER)"),
+                  query("INSERT INTO books VALUES (1, 'Dune', 1965), (2, 'Emma', 1815)"),
+                  query("SELECT title, year FROM books ORDER BY year"),
+                  query("SHOW TABLES"),
+                  query("DESCRIBE books"),
+                  query("SELECT * FROM nowhere")],
+        "eval-1": [query("CREATE TABLE products (id INTEGER, name VARCHAR, price DOUBLE, stock INTEGER)"),
+                   query("INSERT INTO products VALUES (1, 'Widget', 9.99, 120), (2, 'Gadget', 24.5, 15), "
+                         "(3, 'Doohickey', 3.75, 0)"),
+                   query("SELECT name, price FROM products ORDER BY price DESC"),
+                   query("UPDATE products SET stock = 40 WHERE name = 'Doohickey'"),
+                   query("SELECT name, stock FROM products WHERE stock < 50 ORDER BY name"),
+                   query("DELETE FROM products WHERE name = 'Gadget'"),
+                   query("SELECT count(*) FROM products"),
+                   query("SHOW TABLES")],
+        "eval-2": [query("CREATE TABLE customers (id INTEGER, name VARCHAR, city VARCHAR)"),
+                   query("INSERT INTO customers VALUES (1, 'Lena', 'Oslo'), (2, 'Raj', 'Pune')"),
+                   query("ALTER TABLE customers ADD COLUMN vip BOOLEAN DEFAULT false"),
+                   query("DESCRIBE customers"),
+                   query("UPDATE customers SET vip = true WHERE city = 'Pune'"),
+                   query("SELECT name, vip FROM customers ORDER BY id"),
+                   query("INSERT INTO missing_table VALUES (1)"),
+                   query("SELECT name FROM customers WHERE city = 'Oslo'")],
+        "eval-3": [query("CREATE TABLE tasks (id INTEGER, title VARCHAR, done BOOLEAN)"),
+                   query("INSERT INTO tasks VALUES (1, 'Write report', false), (2, 'Review PR', true), "
+                         "(3, 'Plan sprint', false)"),
+                   query("SELECT title FROM tasks WHERE NOT done ORDER BY id"),
+                   query("SHOW TABLES"),
+                   query("DELETE FROM tasks WHERE done"),
+                   query("SELECT id, title FROM tasks ORDER BY id"),
+                   query("SELEC title FROM tasks"),
+                   query("SELECT count(*) AS open FROM tasks")],
+    }
+
+
 # --- redis: keys set, read back, listed, deleted --------------------------------------------------------
 
 def redis_sessions(_: str) -> dict[str, list[Call]]:
@@ -361,6 +403,8 @@ SERVERS: dict[str, Server] = {
                   setup=git_setup, env=GIT_ENV),
     "sqlite": Server(lambda root, port: [str(VENV_MCP1 / "mcp-server-sqlite"), "--db-path", f"{root}/shop.db"],
                      sqlite_sessions),
+    "duckdb": Server(lambda root, port: [str(VENV_MCP1 / "mcp-server-duckdb"), "--db-path", f"{root}/shop.duckdb"],
+                     duckdb_sessions),
     "redis": Server(lambda root, port: [str(NODE_BIN / "mcp-server-redis"), f"redis://127.0.0.1:{port}"],
                     redis_sessions, redis=True),
     "sequential-thinking": Server(lambda root, port: [str(NODE_BIN / "mcp-server-sequential-thinking")],
@@ -445,12 +489,16 @@ def regenerate(name: str, specs_only: bool) -> None:
 
 
 def main() -> None:
-    missing = [tool for tool in ("git", "redis-server") if shutil.which(tool) is None]
-    if missing or not NODE_BIN.is_dir() or not VENV_MCP1.is_dir():
-        sys.exit(f"run ./scripts/fidelity-servers.sh first (missing: {', '.join(missing) or SERVERS_DIR})")
-    names = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    names = [arg for arg in sys.argv[1:] if not arg.startswith("--")] or list(SERVERS)
+    # What the chosen servers need: their program, redis-server for redis, git for git's sandbox.
+    missing = [SERVERS[name].command(SANDBOX, 0)[0] for name in names
+               if not Path(SERVERS[name].command(SANDBOX, 0)[0]).exists()]
+    missing += [tool for tool, wanted in (("redis-server", "redis" in names), ("git", "git" in names))
+                if wanted and shutil.which(tool) is None]
+    if missing:
+        sys.exit(f"run ./scripts/fidelity-servers.sh first (missing: {', '.join(missing)})")
     OUT.mkdir(parents=True, exist_ok=True)
-    for name in names or list(SERVERS):
+    for name in names:
         print(f"{name}:", file=sys.stderr)
         regenerate(name, specs_only="--specs-only" in sys.argv[1:])
 

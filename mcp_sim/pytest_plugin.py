@@ -41,7 +41,7 @@ class JournalEntry:
     tool: str
     arguments: dict[str, Any]
     result: mcp_types.CallToolResult
-    source: str  # "fixture", "cassette", "cache", "model", "miss", "fault"
+    source: str  # "fixture", "cassette", "cache", "state", "rules", "model", "miss", "fault"
     world: str
 
     @property

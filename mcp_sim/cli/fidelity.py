@@ -161,7 +161,8 @@ def _read_document(path: Path) -> dict[str, Any]:
 @handle_errors
 def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_tool: int, max_chars: int,
           replace: bool) -> None:
-    """Add real recorded results from TRACES to a spec as x-sim.examples."""
+    """Add real recorded results from TRACES to a spec as x-sim.examples, and the fields they show computed
+    (counts, copies of arguments, growing lists) as x-sim.rules."""
     from mcp_sim.fidelity import learn as learning
     from mcp_sim.rehearsal.traces import read_traces
 
@@ -172,6 +173,8 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
     _write_checked(document, out or spec_path)
     added = ", ".join(f"{tool} +{count}" for tool, count in report.added.items()) or "none"
     click.echo(f"wrote {out or spec_path}: examples added: {added}", err=True)
+    for tool, rules in report.rules.items():
+        click.echo(f"rules learned for {tool}: {'; '.join(rules)}", err=True)
 
 
 @click.command("eval")

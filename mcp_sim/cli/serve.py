@@ -226,6 +226,8 @@ def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
             click.echo(f"  {tool.name}: {output}{examples}" + (f" [{', '.join(flags)}]" if flags else ""))
             if tool.name in effects:
                 click.echo(f"    state: {effects[tool.name]}")
+            for rule in tool.rules:
+                click.echo(f"    rule: {rule.describe()}")
         if spec_set.surface:
             click.echo(f"  {surface_summary(spec_set.surface)}")
     click.echo(f"OK: {len(catalog.tools)} tool(s) in {len(catalog.spec_sets)} file(s)")

@@ -48,6 +48,8 @@ class Call:
     state: StatePlan | None = None
     # The live data's digest before this call (part of its response-cache key).
     state_digest: str | None = None
+    # The values the tool's x-sim.rules give this call (state.field_rules), by JSON pointer.
+    rule_pins: dict[str, Any] = field(default_factory=dict)
 
 
 class AnswerSource(Protocol):

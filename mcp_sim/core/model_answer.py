@@ -15,6 +15,7 @@ from mcp_sim.base import defaults
 from mcp_sim.base.grammar_schema import prepare_for_grammar
 from mcp_sim.base.result import SimulationMeta
 from mcp_sim.core.calls import Call, SimulationResult
+from mcp_sim.core.echoes import echo_of, nearest_example
 from mcp_sim.core.prompt import (
     Turn,
     build_messages,
@@ -40,6 +41,8 @@ class _Attempt:
     generation: Generation
     # The model answered with a simulated tool failure; `text` is its message.
     tool_error: bool = False
+    # A text answer that echoes the prompt (core.echoes); `problem` says what it echoed.
+    echo: bool = False
 
 
 class ModelAnswerer:
@@ -83,7 +86,22 @@ class ModelAnswerer:
             meta["reasoning_tokens"] = attempt.generation.reasoning_tokens
         if self.options.expose_prompt:
             meta["prompt"] = [{"role": m.role, "content": m.content} for m in messages]
+        if attempt.echo:
+            return self._instead_of_echo(call, attempt, meta)
         return self._result(call.tool, attempt, meta)
+
+    def _instead_of_echo(self, call: Call, attempt: _Attempt, details: dict[str, Any]) -> SimulationResult:
+        """Every attempt echoed the prompt: the nearest example's answer (the tool's own shape and words),
+        or, for a tool without examples, the last answer as it was. _meta says which."""
+        details["echoed_prompt"] = attempt.problem
+        example = nearest_example(call.tool.examples, call.arguments, call.world.scenario)
+        if example is None:
+            return SimulationResult(attempt.text, simulation=SimulationMeta(details=details),
+                                    observation=attempt.text)
+        details["answered_from"] = "nearest example"
+        text = str(example.result)
+        return SimulationResult(text, is_error=example.is_error, simulation=SimulationMeta(details=details),
+                                observation=render_error(text, False) if example.is_error else text)
 
     def failure(self, call: Call, instruction: str, read: Callable[[str], str | None]) -> SimulationResult | None:
         """A failure the model writes for CALL: decoded as {"error": ...} with INSTRUCTION after the call (in
@@ -146,9 +164,10 @@ class ModelAnswerer:
         tool, world, source = call.tool, call.world, call.source
         opts = self.options
         schema, key = self.grammar_schema(tool) if tool.output_schema is not None else (None, None)
-        pins = call.state.pins if call.state is not None else {}
+        # The live state and the tool's rules fix these values (the state wins where both speak): the
+        # grammar admits only them, the model writes the rest.
+        pins = {**call.rule_pins, **(call.state.pins if call.state is not None else {})}
         if schema is not None and pins:
-            # The live state fixes these values: the grammar admits only them, the model writes the rest.
             schema = pin_schema(schema, pins)
             key = f"{key}:pinned:{hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]}"
         request = GenerationRequest(
@@ -169,7 +188,8 @@ class ModelAnswerer:
             message = parse_error(text, structured=False) if opts.simulate_errors else None
             if message is not None:
                 return _Attempt(None, message, None, generation, tool_error=True)
-            return _Attempt(None, text, problem, generation)
+            echo = echo_of(text, tool) if problem is None else None
+            return _Attempt(None, text, echo or problem, generation, echo=echo is not None)
         return self._check_structured(tool.output_schema, text, generation, pins)
 
     def _check_structured(self, schema: dict[str, Any], text: str, generation: Generation,

@@ -26,7 +26,10 @@ from mcp_sim.core.worlds import DEFAULT_WORLD, World, Worlds
 from mcp_sim.core.worlds.world import WorldError
 from mcp_sim.engines.base import Engine
 from mcp_sim.state.book import StateBook
+from mcp_sim.state.field_rules import Past, rule_pins
+from mcp_sim.state.layout import properties
 from mcp_sim.state.live import LiveData
+from mcp_sim.state.pins import apply_pins
 from mcp_sim.state.plan import StatePlan
 
 __all__ = ["META_KEY", "SimOptions", "SimulationMeta", "SimulationResult", "Simulator", "UnknownToolError"]
@@ -184,6 +187,9 @@ class Simulator:
             call.live = self.live_data(world, spec_set)
             call.state = self.state.plan(tool.name, arguments, call.live, world.name)
             call.state_digest = call.live.digest()
+        if tool.rules:
+            past = _past_calls(world.turns.get(spec_set.source, []))
+            call.rule_pins = rule_pins(tool.rules, tool.name, arguments, past, tool.output_schema)
         return call
 
     def known_keys(self, world: str, argument: str) -> list[str]:
@@ -233,6 +239,9 @@ class Simulator:
                 return answer, source.name
         if call.state is not None and call.state.complete:
             return _state_answer(call.tool, call.state), "state"
+        whole = _ruled_answer(call)
+        if whole is not None:
+            return whole, "rules"
         if self.replay_only:
             return self._miss(call), "miss"
         return self.model.answer(call), "model"
@@ -279,6 +288,38 @@ class Simulator:
                                    scenario=scenario)
             self._system_prompts[(spec_set.source, scenario)] = prompt
         return prompt
+
+
+def _ruled_answer(call: Call) -> SimulationResult | None:
+    """The answer when the tool's rules give every field its outputSchema has (with the state's pins on
+    top), and it fits: nothing is left for the model to write."""
+    schema = call.tool.output_schema
+    if not call.rule_pins or schema is None:
+        return None
+    pins = {**call.rule_pins, **(call.state.pins if call.state is not None else {})}
+    answer = apply_pins({}, pins)
+    if set(properties(schema)) - set(answer) or validation_error(answer, schema) is not None:
+        return None
+    text = json.dumps(answer, ensure_ascii=False)
+    return SimulationResult(text, answer, observation=text)
+
+
+def _past_calls(turns: list[Turn]) -> list[Past]:
+    """The world's earlier calls of one spec file, as the rules read them: the tool, its arguments and its
+    structured answer (None for a failure or a text answer)."""
+    past = []
+    for turn in turns:
+        try:
+            action = json.loads(turn.action)
+        except json.JSONDecodeError:
+            continue
+        try:
+            answer = json.loads(turn.observation)
+        except json.JSONDecodeError:
+            answer = None
+        failed = not isinstance(answer, dict) or set(answer) == {"error"}
+        past.append(Past(str(action.get("name")), action.get("arguments") or {}, None if failed else answer))
+    return past
 
 
 def _state_answer(tool: ToolSpec, step: StatePlan) -> SimulationResult:

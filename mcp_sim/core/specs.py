@@ -27,6 +27,8 @@ from mcp_sim.core.interactions import INTERACTION_FIELDS, Interactions, parse_in
 from mcp_sim.core.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
 from mcp_sim.core.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_world
 from mcp_sim.state.effect import StateEffect, parse_effect
+from mcp_sim.state.field_rules import FieldRule, parse_rules
+from mcp_sim.state.layout import properties
 from mcp_sim.xsim.faults import FaultFileError, FaultRule, rules_from_spec
 from mcp_sim.xsim.fixtures import Fixture, ToolShape, parse_fixtures
 
@@ -39,7 +41,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-X_SIM_FIELDS = {"examples", "fixtures", "faults", "state", *INTERACTION_FIELDS}
+X_SIM_FIELDS = {"examples", "fixtures", "faults", "state", "rules", *INTERACTION_FIELDS}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 
@@ -72,6 +74,8 @@ class ToolSpec:
     state: StateEffect | None = None
     # x-sim content, notifications and requests to the client (mcp_sim.core.interactions).
     interactions: Interactions = field(default_factory=Interactions)
+    # x-sim.rules: answer fields computed from the arguments and the world's history (state.field_rules).
+    rules: list[FieldRule] = field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
@@ -290,6 +294,7 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     faults = _parse_faults(raw.get("x-sim"), name, f"{where}/x-sim/faults", problems)
     state = _parse_state(raw.get("x-sim"), f"{label}/x-sim/state", problems)
     x_sim = raw.get("x-sim")
+    rules = _parse_rules(x_sim, input_schema if input_ok else {}, output_schema, f"{label}/x-sim/rules", problems)
     interactions = parse_interactions(x_sim, label, problems) if isinstance(x_sim, dict) else Interactions()
     if len(problems) > before:
         return None
@@ -297,7 +302,7 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
                     examples=examples, fixtures=fixtures, faults=faults, state=state, interactions=interactions,
-                    declared={k: v for k, v in raw.items() if k != "x-sim"})
+                    rules=rules, declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
 def _check_annotations(annotations: Any, where: str, problems: list[str]) -> None:
@@ -359,6 +364,22 @@ def _parse_state(raw: Any, where: str, problems: list[str]) -> StateEffect | Non
     if not isinstance(raw, dict) or "state" not in raw:
         return None
     return parse_effect(raw["state"], where, problems)
+
+
+def _parse_rules(raw: Any, input_schema: Any, output_schema: Any, where: str,
+                 problems: list[str]) -> list[FieldRule]:
+    if not isinstance(raw, dict) or raw.get("rules") is None:
+        return []
+    if output_schema is None:
+        problems.append(f"{where}: rules fix fields of a structured answer; the tool has no outputSchema")
+        return []
+    rules = parse_rules(raw["rules"], where, problems)
+    known = set(properties(input_schema))
+    for rule in rules:
+        if rule.argument is not None and rule.argument not in known:
+            problems.append(f"{where}/{rule.pointer.lstrip('/')}: no argument {rule.argument!r} in the inputSchema "
+                            f"(it has: {', '.join(sorted(known)) or 'none'})")
+    return rules
 
 
 def _parse_faults(raw: Any, name: str, where: str, problems: list[str]) -> list[FaultRule]:

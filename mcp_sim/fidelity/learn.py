@@ -1,7 +1,10 @@
-"""Teach a spec from real traces: recorded results become the tools' `x-sim.examples`.
+"""Teach a spec from real traces: recorded results become the tools' `x-sim.examples`, and the fields the
+real tool computes (a count, a copy of an argument, a list that grows) become its `x-sim.rules`.
 
 Per tool a bounded number of examples, picked for diverse arguments (farthest first), so the model
-sees how the real tool answers different requests rather than one request many times.
+sees how the real tool answers different requests rather than one request many times. A rule is kept
+only when it reproduces every recorded answer of its tool (state.field_rules); rules the spec already
+declares are kept as written (they are the user's correction) unless --replace.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_sim.base.likeness import distance, features
 from mcp_sim.core.specs import validation_error
 from mcp_sim.rehearsal.traces import TraceRecord
+from mcp_sim.state.field_rules import Past, learn_rules, rules_to_spec
 
 DEFAULT_MAX_PER_TOOL = 2
 DEFAULT_MAX_CHARS = 1500
@@ -22,6 +27,7 @@ DEFAULT_MAX_CHARS = 1500
 class LearnReport:
     added: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # why some records could not become examples
+    rules: dict[str, list[str]] = field(default_factory=dict)  # per tool, the rules learned (described)
 
 
 def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool: int = DEFAULT_MAX_PER_TOOL,
@@ -32,6 +38,7 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
     if replace:
         for tool in tools.values():
             tool.get("x-sim", {}).pop("examples", None)
+            tool.get("x-sim", {}).pop("rules", None)
             if tool.get("x-sim") == {}:
                 del tool["x-sim"]
     candidates: dict[str, list[dict[str, Any]]] = {}
@@ -51,10 +58,36 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
         chosen = pick_diverse(found, existing, max_per_tool - len(existing))
         if chosen:
             sim["examples"] = existing + chosen
-        elif not existing:
-            del tools[name]["x-sim"]
+        elif not sim:
+            del tools[name]["x-sim"]  # made empty just above
         report.added[name] = len(chosen)
+    _learn_rules(tools, records, report)
     return report
+
+
+def _learn_rules(tools: dict[Any, dict[str, Any]], records: Sequence[TraceRecord], report: LearnReport) -> None:
+    """x-sim.rules for each structured tool whose recorded answers some rule explains, from the records'
+    sessions in order (a count needs the calls before each answer)."""
+    sessions: dict[str, list[TraceRecord]] = {}
+    for record in records:
+        if record.protocol_error is None:
+            sessions.setdefault(record.session, []).append(record)
+    history = [[Past(record.tool, record.arguments, _answer(record)) for record in sorted(found, key=lambda r: r.step)]
+               for found in sessions.values()]
+    for name, tool in tools.items():
+        output_schema = tool.get("outputSchema")
+        sim = tool.get("x-sim") or {}
+        if not isinstance(output_schema, dict) or sim.get("rules"):
+            continue
+        rules = learn_rules(str(name), tool.get("inputSchema") or {}, output_schema, history)
+        if rules:
+            tool.setdefault("x-sim", {})["rules"] = rules_to_spec(rules)
+            report.rules[str(name)] = [rule.describe() for rule in rules]
+
+
+def _answer(record: TraceRecord) -> dict[str, Any] | None:
+    structured = record.structured
+    return structured if not record.is_error and isinstance(structured, dict) else None
 
 
 def example_from_record(record: TraceRecord, tool: dict[str, Any], max_chars: int
@@ -125,21 +158,9 @@ def _key(example: dict[str, Any]) -> str:
 
 
 def _features(example: dict[str, Any]) -> set[str]:
-    features = {f"error={bool(example.get('isError'))}"}
-    stack: list[tuple[str, Any]] = [("", example["arguments"])]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((f"{path}/{k}", v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{path}/[]", v) for v in value)
-        else:
-            features.add(f"{path}={json.dumps(value)}")
-    return features
+    return features(example["arguments"], bool(example.get("isError")))
 
 
 def _distance(example: dict[str, Any], others: Sequence[dict[str, Any]]) -> float:
     """Distance to the nearest of `others` (1.0 when there are none)."""
-    mine = _features(example)
-    distances = [1 - len(mine & _features(o)) / len(mine | _features(o)) for o in others]
-    return min(distances, default=1.0)
+    return distance(_features(example), [_features(other) for other in others])

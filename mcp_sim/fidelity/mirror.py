@@ -16,7 +16,7 @@ from mcp_sim.core.capabilities import capabilities_document
 from mcp_sim.core.specs import load_catalog
 from mcp_sim.fidelity.mirror_surface import MirroredSurface, fetch_surface
 from mcp_sim.fidelity.upstream import connect, list_all_tools
-from mcp_sim.sources.state_inference import infer_state
+from mcp_sim.sources.state_inference import infer_state, sql_dialect
 
 
 class MirrorError(McpSimError):
@@ -55,15 +55,19 @@ def spec_document(server: MirroredServer) -> dict[str, Any]:
     description = f"{server.name}: {server.instructions}" if server.instructions else server.name
     identity = {"name": server.name, **({"version": server.version} if server.version else {}),
                 **({"capabilities": server.capabilities} if server.capabilities else {})}
+    dialect = sql_dialect(server.name, server.instructions, *(str(tool.get("description")) for tool in server.tools))
     return {"server": identity, "world": {"description": description},
-            "tools": [with_state(tool) for tool in server.tools], **server.surface.document_fields()}
+            "tools": [with_state(tool, dialect) for tool in server.tools], **server.surface.document_fields()}
 
 
-def with_state(tool: dict[str, Any]) -> dict[str, Any]:
-    """The tool as listed, plus its inferred `x-sim.state` when its name and schemas say one."""
+def with_state(tool: dict[str, Any], dialect: str = "sqlite") -> dict[str, Any]:
+    """The tool as listed, plus its inferred `x-sim.state` when its name and schemas say one (a SQL tool's
+    with the server's DIALECT when it is not SQLite's)."""
     effect = infer_state(tool)
     if effect is None:
         return tool
+    if effect["op"] == "sql" and dialect != "sqlite":
+        effect["dialect"] = dialect
     return {**tool, "x-sim": {**tool.get("x-sim", {}), "state": effect}}
 
 

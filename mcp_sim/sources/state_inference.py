@@ -55,6 +55,16 @@ SQL_COLLECTION = "database"
 _PARAM = re.compile(r"^\{(.+)\}$")
 
 
+# Words of a server that speaks DuckDB's SQL, or Postgres's (DuckDB reads most of it: SHOW TABLES, DESCRIBE).
+DUCKDB_WORDS = ("duckdb", "postgres", "postgresql", "motherduck")
+
+
+def sql_dialect(*texts: str | None) -> str:
+    """The SQL dialect a server's name, instructions and tool descriptions name (state.sql's engines)."""
+    said = " ".join(text for text in texts if text).lower()
+    return "duckdb" if re.search(rf"\b({'|'.join(DUCKDB_WORDS)})\b", said) else "sqlite"
+
+
 def infer_state(tool: dict[str, Any], method: str | None = None, path: str | None = None) -> dict[str, Any] | None:
     """The tool's `x-sim.state`, from its REST method and path when given (else its name), or None."""
     rest = _from_rest(method, path) if method and path else None

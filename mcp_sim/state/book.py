@@ -118,7 +118,7 @@ class StateBook:
         layout, tool = self._layouts[name], self._tools[name]
         if layout.effect.op == "sql":  # its failures teach as much as its successes
             return learn_style(((e.arguments, e.result, e.is_error) for e in tool.examples), layout.argument,
-                               layout.effect.sql)
+                               layout.effect.sql, layout.effect.dialect)
         successes = [e for e in tool.examples if not e.is_error]
         if not successes:
             return None

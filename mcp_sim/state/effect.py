@@ -13,11 +13,12 @@ from typing import Any
 
 OPS = ("create", "read", "list", "update", "delete", "move", "sql", "none")
 NEW_KEYS = ("pattern", "uuid", "int")
+DIALECTS = ("sqlite", "duckdb")  # the SQL engines of op: sql (state.sql)
 # Each field and what it must be: "text" a string, "pointer" a JSON pointer ("" or "/..."), "map" a mapping
 # of names, "values" a mapping of anything.
 FIELDS = {"collection": "text", "op": "text", "key": "text", "argument": "text", "new_key": "text",
           "at": "pointer", "total": "pointer", "found": "pointer", "text": "text", "to": "text",
-          "sql": "text", "readonly": "flag", "fields": "map",
+          "sql": "text", "readonly": "flag", "dialect": "text", "fields": "map",
           "filters": "map", "query": "text", "prefix": "text", "limit": "text", "cursor": "text",
           "values": "values", "set": "values", "fresh": "names"}
 
@@ -58,6 +59,9 @@ class StateEffect:
     # (`PRAGMA table_info({table_name})`); whether the tool only reads (None: a read_/list_ name says so).
     sql: str | None = None
     readonly: bool | None = None
+    # sql: the engine that runs the statements, as the real server's (sqlite, or duckdb for DuckDB and
+    # Postgres-flavoured servers); `mirror` writes it from the server's name, description and examples.
+    dialect: str = "sqlite"
     # Fields an update writes anew, never kept from before (a restart's pid): the model writes them.
     fresh: tuple[str, ...] = ()
     # Worked out by mcp-sim from the tool's name rather than declared in the spec.
@@ -86,6 +90,8 @@ def parse_effect(raw: Any, where: str, problems: list[str]) -> StateEffect | Non
         problems.append(f"{where}/op: must be one of {', '.join(OPS)}, got {op!r}")
     if op != "none" and not isinstance(raw.get("collection"), str):
         problems.append(f"{where}/collection: name the key of world.data that holds this tool's records")
+    if raw.get("dialect", "sqlite") not in DIALECTS:
+        problems.append(f"{where}/dialect: must be one of {', '.join(DIALECTS)}, got {raw.get('dialect')!r}")
     if raw.get("new_key", "pattern") not in NEW_KEYS:
         problems.append(f"{where}/new_key: must be one of {', '.join(NEW_KEYS)}")
     if len(problems) > before:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from mcp_sim.base.schemas import invalid_places
 from mcp_sim.state.layout import merge_all_of, object_branch, split_pointer
 
 Pins = dict[str, Any]
@@ -42,6 +43,14 @@ def apply_pins(value: Any, pins: Pins) -> Any:
             parent = parent[part]
         parent[parts[-1]] = _merge(parent.get(parts[-1]), pinned)
     return result
+
+
+def fitting(pins: Pins, output_schema: dict[str, Any]) -> Pins:
+    """The pins whose value the output's schema admits where it goes: one that does not (seed data that
+    breaks the schema, an argument given as text for a boolean field) is left to the model rather than
+    make every answer fail."""
+    broken = invalid_places(apply_pins({}, pins), output_schema)
+    return {pointer: value for pointer, value in pins.items() if (pointer or "/") not in broken}
 
 
 def _merge(current: Any, pinned: Any) -> Any:

@@ -14,11 +14,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_sim.base.schemas import invalid_places, validation_error
+from mcp_sim.base.schemas import validation_error
 from mcp_sim.state.layout import Layout, escape, properties, schema_at
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
-from mcp_sim.state.pins import Pins, apply_pins, get_pointer
+from mcp_sim.state.pins import Pins, apply_pins, fitting, get_pointer
 from mcp_sim.state.sql import Style, answer, is_read, run, statement
 from mcp_sim.state.templates import ListTemplate, WriteTemplate
 from mcp_sim.state.text_ops import edited, line_range
@@ -83,7 +83,7 @@ def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schem
         _use_template(step, template, arguments, output_schema)
     if step is None or output_schema is None or step.complete:
         return step
-    step.pins = _fitting({**_echoes(arguments, layout.output_shape, step.pins), **step.pins}, output_schema)
+    step.pins = fitting({**_echoes(arguments, layout.output_shape, step.pins), **step.pins}, output_schema)
     if step.whole:
         answer = apply_pins({}, step.pins)
         # Optional fields outside the record (get_customer's orders) are left out rather than made up.
@@ -159,10 +159,11 @@ def _plan_sql(layout: Layout, live: LiveData, arguments: dict[str, Any], output_
     sql = statement(arguments, layout.effect.sql, layout.argument)
     if sql is None:
         return None
-    if layout.effect.readonly and not is_read(sql):
+    dialect = layout.effect.dialect
+    if layout.effect.readonly and not is_read(sql, dialect):
         return StatePlan(layout)  # the real server refuses a write here, in words only the model can guess
     database = live.data.get(layout.effect.collection) if isinstance(live.data, dict) else None
-    outcome = run(database if isinstance(database, list) else [], sql)
+    outcome = run(database if isinstance(database, list) else [], sql, dialect)
     step = StatePlan(layout, dump=outcome.dump)
     said = answer(outcome, style) if output_schema is None else None
     if said is not None:
@@ -413,13 +414,6 @@ def _lacks_nothing(layout: Layout, record: dict[str, Any]) -> bool:
     if layout.record_at == "":
         shown -= {*SUCCESS_FLAGS, *(p[1:] for p in (layout.found, layout.total, *layout.effect.set) if p)}
     return shown <= set(record)
-
-
-def _fitting(pins: Pins, output_schema: dict[str, Any]) -> Pins:
-    """The pins whose value the output's schema admits where it goes: one that does not (seed data that
-    breaks the schema) is left to the model rather than make every answer fail."""
-    broken = invalid_places(apply_pins({}, pins), output_schema)
-    return {pointer: value for pointer, value in pins.items() if (pointer or "/") not in broken}
 
 
 def _echoes(arguments: dict[str, Any], shape: dict[str, Any] | None, pins: Pins) -> Pins:

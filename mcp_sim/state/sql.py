@@ -22,6 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_sim.state import sql_duckdb
+from mcp_sim.state.sql_outcome import Outcome
+
 # Virtual machine steps between checks, and the checks a statement may take (about 10 million steps).
 _PROGRESS_STEPS = 10_000
 _MAX_CHECKS = 1_000
@@ -31,22 +34,10 @@ _PLACE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What a statement did: rows (a query), a count of changed rows (a write), a schema change, or a
-    failure; and the database after it (None when unchanged)."""
-
-    rows: list[dict[str, Any]] | None = None
-    changed: int | None = None
-    ddl: bool = False
-    error: str | None = None
-    dump: list[str] | None = None
-
-
-@dataclass(frozen=True)
 class Style:
     """How a tool's answers look, from its examples."""
 
-    rows: str = "json"  # "json" or "python"
+    rows: str = "json"  # "json", "python" (dicts) or "tuples" (DuckDB's rows as Python prints them)
     count_field: str | None = None  # a write answers [{<count_field>: n}]
     done_text: str | None = None  # a schema change answers this
     error_prefix: str | None = None  # a failure answers this + sqlite's message
@@ -65,12 +56,16 @@ def statement(arguments: dict[str, Any], template: str | None, argument: str | N
     return value if isinstance(value, str) else None
 
 
-def is_read(sql: str) -> bool:
-    return _READS.match(sql) is not None
+def is_read(sql: str, dialect: str = "sqlite") -> bool:
+    return sql_duckdb.is_read(sql) if dialect == "duckdb" else _READS.match(sql) is not None
 
 
-def run(dump: Iterable[str], sql: str) -> Outcome:
-    """Run SQL on a private copy of the database DUMP holds."""
+def run(dump: Iterable[str], sql: str, dialect: str = "sqlite") -> Outcome:
+    """Run SQL on a private copy of the database DUMP holds, on the engine of DIALECT."""
+    return sql_duckdb.run(dump, sql) if dialect == "duckdb" else _run_sqlite(dump, sql)
+
+
+def _run_sqlite(dump: Iterable[str], sql: str) -> Outcome:
     connection = _sandbox()
     try:
         connection.executescript("\n".join(dump))
@@ -89,7 +84,7 @@ def run(dump: Iterable[str], sql: str) -> Outcome:
 
 
 def learn_style(examples: Iterable[tuple[dict[str, Any], Any, bool]], argument: str | None,
-                template: str | None) -> Style:
+                template: str | None, dialect: str = "sqlite") -> Style:
     """The answer style the examples (arguments, result text, is_error) show."""
     rows, count_field, done, prefix, flag = "json", None, None, None, True
     for arguments, result, is_error in examples:
@@ -97,18 +92,22 @@ def learn_style(examples: Iterable[tuple[dict[str, Any], Any, bool]], argument: 
             continue
         sql = statement(arguments, template, argument)
         if sql is not None:
-            failed = run([], sql).error
-            if failed is not None and result.endswith(failed):  # fails the same on an empty database
-                prefix, flag = result[: -len(failed)], is_error
+            failed = run([], sql, dialect).error
+            # It fails the same on an empty database (the first line: DuckDB's hints name other tables).
+            at = result.find(failed.splitlines()[0]) if failed else -1
+            if failed is not None and at >= 0:
+                prefix, flag = result[:at], is_error
                 continue
         if is_error:
             continue
         value = _literal(result)
         if isinstance(value, list) and result.lstrip().startswith("[{'"):
             rows = "python"
+        if result.lstrip().startswith("[("):  # DuckDB's rows (Decimal('1.50') is no literal: the shape says)
+            rows = "tuples"
         if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict) and len(value[0]) == 1:
             (name, count), = value[0].items()
-            if isinstance(count, int) and sql is not None and not is_read(sql):
+            if isinstance(count, int) and sql is not None and not is_read(sql, dialect):
                 count_field = name
         if value is None and sql is not None and _DDL.match(sql) and not any(c.isdigit() for c in result):
             done = result
@@ -122,6 +121,9 @@ def answer(outcome: Outcome, style: Style) -> tuple[str, bool] | None:
             return None
         return style.error_prefix + outcome.error, style.error_flag
     if outcome.rows is not None:
+        if style.rows == "tuples":
+            tuples = outcome.tuples if outcome.tuples is not None else [tuple(row.values()) for row in outcome.rows]
+            return str(tuples), False
         return _rows(outcome.rows, style.rows), False
     if outcome.ddl:
         return (style.done_text, False) if style.done_text is not None else None

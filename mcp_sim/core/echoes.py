@@ -1,0 +1,78 @@
+"""An answer that echoes the prompt instead of answering: a small model asked for a text tool's output
+often writes the prompt's own words back ("The world description says ...", 'The "git_commit" command is
+used to ...', the tool's description word for word). `echo_of` says what was echoed, so the call is tried
+again; `nearest_example` is the answer in the tool's own shape when every attempt echoed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from mcp_sim.base.likeness import distance, features
+from mcp_sim.core.specs import Example, ToolSpec
+
+# Words of the prompt's own making that a real tool's answer does not use (unless its examples do).
+# A real tool speaks of its data; a model that lost its way speaks of "the tool" and its prompt.
+PROMPT_WORDS = ("the tool ", "tool is used to", "command is used to", "the above command", "world description",
+                "the world's ", "json schema", "inputschema", "outputschema", "the simulator",
+                "this call touches", "the response is:", "tool definitions", "predicted observation",
+                "action space", "it is only able to")
+# How many words in a row copied from the tool's description or argument schema make an echo.
+COPIED_RUN = 6
+MIN_COPIED = 4  # a description shorter than this is a phrase a real answer may use
+
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def echo_of(answer: str, tool: ToolSpec) -> str | None:
+    """What ANSWER echoes of the prompt (a phrase, or a run of the tool's description), or None when it
+    reads as an answer. What the tool's own examples say is never an echo."""
+    text = answer.lower()
+    shown = " ".join(str(example.result).lower() for example in tool.examples)
+    for phrase in PROMPT_WORDS:
+        if phrase in text and phrase not in shown:
+            return f"the answer repeats the prompt's words ({phrase!r})"
+    said, shown_words = _words(text), _words(shown)
+    for source in (tool.description or "", _schema_text(tool.input_schema)):
+        words = _words(source.lower())
+        # A run of COPIED_RUN words, or the whole of a shorter description ("Shows the commit logs").
+        size = min(COPIED_RUN, len(words))
+        if size < MIN_COPIED:
+            continue
+        copied = sorted((_runs(said, size) & _runs(words, size)) - _runs(shown_words, size))
+        if copied:
+            return f"the answer copies the tool's definition ({' '.join(copied[0])!r})"
+    return None
+
+
+def nearest_example(examples: Sequence[Example], arguments: dict[str, Any], scenario: str) -> Example | None:
+    """The example of this scenario whose arguments are most like ARGUMENTS, a success before a failure."""
+    shown = [example for example in examples if example.scenario in (None, scenario)]
+    if not shown:
+        return None
+    mine = features(arguments)
+    return min(shown, key=lambda example: (example.is_error, distance(mine, [features(example.arguments)])))
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def _runs(words: list[str], size: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + size]) for i in range(len(words) - size + 1)}
+
+
+def _schema_text(schema: Any) -> str:
+    """The descriptions an input schema carries, as one text."""
+    found: list[str] = []
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("description"), str):
+                found.append(node["description"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return "\n".join(found)

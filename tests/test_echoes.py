@@ -1,0 +1,67 @@
+"""A text answer that echoes the prompt is caught and tried again, then answered in the shape of the
+nearest example, and _meta says so. Measured on real data: no real answer of the benchmark's text tools
+reads as an echo, and the default model's recorded echoes (docs/fidelity/after) are caught."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from mcp_sim.core.echoes import echo_of
+from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
+from mcp_sim.core.specs import load_catalog
+from mcp_sim.rehearsal.traces import read_traces
+from tests.scripted import ScriptedEngine
+
+REPO = Path(__file__).resolve().parent.parent
+FIDELITY = REPO / "tool_specs" / "fidelity"
+RECORDED = REPO / "docs" / "fidelity" / "after" / "parts"
+ECHO = ("The tool does not have any way to modify the output of a command. It is only able to execute "
+        "commands, and it does not have any ability to change the output.")
+
+
+def test_no_real_text_answer_reads_as_an_echo() -> None:
+    checked = 0
+    for spec in sorted(FIDELITY.glob("*.yaml")):
+        tools = load_catalog([spec]).tools
+        for records in (spec.with_suffix(".jsonl"), spec.with_name(f"{spec.stem}.train.jsonl")):
+            for record in read_traces([records]):
+                tool = tools[record.tool]
+                if tool.output_schema is None:  # judged without the examples that would excuse it
+                    assert echo_of(record.text, dataclasses.replace(tool, examples=[])) is None, record.text
+                    checked += 1
+    assert checked >= 90
+
+
+def test_the_default_models_recorded_echoes_are_caught() -> None:
+    git = load_catalog([FIDELITY / "git.yaml"]).tools
+    recorded = [step for step in json.loads((RECORDED / "git.both" / "fidelity.json").read_text())["steps"]
+                if step["simulated"] and "does not have any way" in step["simulated"]]
+    assert len(recorded) >= 10
+    for step in recorded:
+        assert echo_of(step["simulated"], git[step["tool"]]) is not None
+    sqlite = load_catalog([FIDELITY / "sqlite.yaml"]).tools
+    # The issue's own examples, and a tool's description copied back.
+    assert echo_of('The world description says that the table "customers" does not exist.', sqlite["read_query"])
+    assert echo_of('The "git_commit" command is used to add a new commit', git["git_commit"])
+    description = git["git_log"].description or ""
+    assert "copies the tool's definition" in (echo_of(f"Sure. {description}", git["git_log"]) or "")
+
+
+def test_an_echo_is_tried_again_then_answered_from_the_nearest_example() -> None:
+    catalog = load_catalog([FIDELITY / "git.yaml"])
+    status = catalog.tools["git_status"]
+    assert status.output_schema is None and status.examples
+    engine = ScriptedEngine(ECHO, "On branch main\nnothing to commit, working tree clean")
+    simulator = Simulator(catalog, engine, SimOptions(attempts=3))
+    retried = simulator.simulate("git_status", {"repo_path": "/repo"}, world="A")
+    assert retried.text == "On branch main\nnothing to commit, working tree clean"
+    assert retried.meta[META_KEY]["attempts"] == 2 and "echoed_prompt" not in retried.meta[META_KEY]
+
+    engine.enqueue(ECHO, ECHO, ECHO)
+    fallback = simulator.simulate("git_status", {"repo_path": "/repo"}, world="B")
+    meta = fallback.meta[META_KEY]
+    assert meta["attempts"] == 3 and meta["answered_from"] == "nearest example"
+    assert "repeats the prompt's words" in meta["echoed_prompt"]
+    assert fallback.text == str(status.examples[0].result) and not fallback.is_error
