@@ -90,3 +90,31 @@ def test_learn_refuses_records_that_do_not_fit_the_schemas(tmp_path: Path) -> No
     assert any("do not fit the inputSchema" in reason for reason in report.skipped)
     assert any("no tool 'no_such_tool'" in reason for reason in report.skipped)
     assert report.added == {}
+
+
+def test_a_sql_servers_catalog_tools_become_catalog_queries_when_one_reproduces_every_answer(
+        tmp_path: Path) -> None:
+    from mcp_sim.fidelity.mirror import with_state
+
+    fidelity = Path(__file__).resolve().parent.parent / "tool_specs" / "fidelity"
+    committed = yaml.safe_load((fidelity / "sqlite.yaml").read_text())
+    document = yaml.safe_load((fidelity / "sqlite.yaml").read_text())
+    for index, tool in enumerate(document["tools"]):  # list_tables and describe_table as mirror infers them
+        if tool["name"] in ("list_tables", "describe_table"):
+            document["tools"][index] = with_state({k: v for k, v in tool.items() if k != "x-sim"})
+    assert document["tools"][3]["x-sim"]["state"]["op"] == "list"  # a list of a `tables` collection
+    spec = tmp_path / "sqlite.yaml"
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    train = fidelity / "sqlite.train.jsonl"
+    result = CliRunner().invoke(cli, ["learn", str(train), "--spec", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "describe_table reads the database's catalog: PRAGMA table_info({table_name})" in result.output
+    assert yaml.safe_load(spec.read_text()) == committed  # what the benchmark declared by hand
+
+    # One recorded answer no catalog statement gives: the tool keeps the effect its name suggests.
+    altered = tmp_path / "altered.jsonl"
+    altered.write_text(train.read_text().replace("[{'name': 'books'}]", "[{'name': 'books'}, {'name': 'x'}]"))
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = CliRunner().invoke(cli, ["learn", str(altered), "--spec", str(spec)])
+    assert result.exit_code == 0 and "list_tables reads" not in result.output
+    assert yaml.safe_load(spec.read_text())["tools"][3]["x-sim"]["state"]["op"] == "list"

@@ -175,6 +175,8 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
     click.echo(f"wrote {out or spec_path}: examples added: {added}", err=True)
     for tool, rules in report.rules.items():
         click.echo(f"rules learned for {tool}: {'; '.join(rules)}", err=True)
+    for tool, sql in report.catalog.items():
+        click.echo(f"{tool} reads the database's catalog: {sql}", err=True)
 
 
 @click.command("eval")

@@ -18,6 +18,9 @@ from mcp_sim.base.likeness import distance, features
 from mcp_sim.core.specs import validation_error
 from mcp_sim.rehearsal.traces import TraceRecord
 from mcp_sim.state.field_rules import Past, learn_rules, rules_to_spec
+from mcp_sim.state.naming import STATEMENT_NAMES, words
+from mcp_sim.state.sql import run
+from mcp_sim.state.sql_catalog import CatalogCase, candidates, reproduces
 
 DEFAULT_MAX_PER_TOOL = 2
 DEFAULT_MAX_CHARS = 1500
@@ -28,6 +31,7 @@ class LearnReport:
     added: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # why some records could not become examples
     rules: dict[str, list[str]] = field(default_factory=dict)  # per tool, the rules learned (described)
+    catalog: dict[str, str] = field(default_factory=dict)  # catalog tools: the statement each became
 
 
 def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool: int = DEFAULT_MAX_PER_TOOL,
@@ -62,18 +66,74 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
             del tools[name]["x-sim"]  # made empty just above
         report.added[name] = len(chosen)
     _learn_rules(tools, records, report)
+    _learn_catalog(tools, records, report)
     return report
+
+
+# Words of a tool that reads a SQL database's catalog rather than its rows.
+CATALOG_WORDS = {"table", "tables", "schema", "schemas", "column", "columns"}
+
+
+def _learn_catalog(tools: dict[Any, dict[str, Any]], records: Sequence[TraceRecord], report: LearnReport) -> None:
+    """A SQL server's catalog tools (list_tables, describe_table) become statements on the world's database
+    when one reproduces every recorded answer (state.sql_catalog), in place of the list or read of a
+    `tables` collection their names suggest."""
+    statements: dict[Any, str] = {}
+    for name, tool in tools.items():
+        argument = _statement_argument(tool)
+        if argument is not None and _effect(tool).get("op") == "sql" and "sql" not in _effect(tool):
+            statements[name] = argument
+    if not statements:
+        return
+    effect = _effect(tools[next(iter(statements))])
+    dialect = effect.get("dialect", "sqlite")
+    catalog = {name for name, tool in tools.items() if name not in statements and _effect(tool).get("op") != "sql"
+               and CATALOG_WORDS & set(words(str(name)))}
+    cases: dict[Any, list[CatalogCase]] = {}
+    for session in _sessions(records).values():
+        database: list[str] = []
+        for record in session:
+            if record.tool in statements:
+                sql = record.arguments.get(statements[record.tool])
+                done = run(database, sql, dialect) if isinstance(sql, str) else None
+                database = done.dump if done is not None and done.dump is not None else database
+            elif record.tool in catalog:
+                cases.setdefault(record.tool, []).append(
+                    CatalogCase(list(database), record.arguments, record.text, record.is_error))
+    for name, found in cases.items():
+        for template in candidates(dialect, tools[name].get("inputSchema") or {}):
+            if reproduces(template, dialect, found):
+                learned = {"collection": effect["collection"], "op": "sql", "sql": template,
+                           **({"dialect": dialect} if dialect != "sqlite" else {})}
+                tools[name].setdefault("x-sim", {})["state"] = learned
+                report.catalog[str(name)] = template
+                break
+
+
+def _effect(tool: dict[str, Any]) -> dict[str, Any]:
+    effect = (tool.get("x-sim") or {}).get("state")
+    return effect if isinstance(effect, dict) else {}
+
+
+def _statement_argument(tool: dict[str, Any]) -> str | None:
+    required = (tool.get("inputSchema") or {}).get("required") or []
+    return next((name for name in required if name in STATEMENT_NAMES), None)
+
+
+def _sessions(records: Sequence[TraceRecord]) -> dict[str, list[TraceRecord]]:
+    """The records of each session in order, protocol errors left out (they answered nothing)."""
+    sessions: dict[str, list[TraceRecord]] = {}
+    for record in records:
+        if record.protocol_error is None:
+            sessions.setdefault(record.session, []).append(record)
+    return {name: sorted(found, key=lambda r: r.step) for name, found in sessions.items()}
 
 
 def _learn_rules(tools: dict[Any, dict[str, Any]], records: Sequence[TraceRecord], report: LearnReport) -> None:
     """x-sim.rules for each structured tool whose recorded answers some rule explains, from the records'
     sessions in order (a count needs the calls before each answer)."""
-    sessions: dict[str, list[TraceRecord]] = {}
-    for record in records:
-        if record.protocol_error is None:
-            sessions.setdefault(record.session, []).append(record)
-    history = [[Past(record.tool, record.arguments, _answer(record)) for record in sorted(found, key=lambda r: r.step)]
-               for found in sessions.values()]
+    history = [[Past(record.tool, record.arguments, _answer(record)) for record in found]
+               for found in _sessions(records).values()]
     for name, tool in tools.items():
         output_schema = tool.get("outputSchema")
         sim = tool.get("x-sim") or {}
