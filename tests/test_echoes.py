@@ -65,3 +65,11 @@ def test_an_echo_is_tried_again_then_answered_from_the_nearest_example() -> None
     assert meta["attempts"] == 3 and meta["answered_from"] == "nearest example"
     assert "repeats the prompt's words" in meta["echoed_prompt"]
     assert fallback.text == str(status.examples[0].result) and not fallback.is_error
+
+    # The nearest example's answer, with this call's arguments where the example's own stood.
+    branch = catalog.tools["git_create_branch"].examples[0]
+    assert branch.result == "Created branch 'docs' from 'main'"
+    engine.enqueue(ECHO, ECHO, ECHO)
+    created = simulator.simulate("git_create_branch", {"repo_path": "/repo", "branch_name": "feature-login"},
+                                 world="C")
+    assert created.text == "Created branch 'feature-login' from 'main'"

@@ -55,6 +55,23 @@ def nearest_example(examples: Sequence[Example], arguments: dict[str, Any], scen
     return min(shown, key=lambda example: (example.is_error, distance(mine, [features(example.arguments)])))
 
 
+def in_shape_of(example: Example, arguments: dict[str, Any]) -> str:
+    """EXAMPLE's answer with the call's arguments in the places where the example's own arguments appear
+    ("Created branch 'docs'" for branch_name feature-login: "Created branch 'feature-login'")."""
+    text = str(example.result)
+    swaps = {str(old): str(arguments[name]) for name, old in example.arguments.items()
+             if name in arguments and _slot(old) and _slot(arguments[name]) and str(old) in text}
+    if not swaps:
+        return text
+    # One pass, the longest value first: a value inside another ("docs" in "docs/readme") is not split.
+    pattern = re.compile("|".join(re.escape(old) for old in sorted(swaps, key=len, reverse=True)))
+    return pattern.sub(lambda found: swaps[found.group(0)], text)
+
+
+def _slot(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool) and str(value) != ""
+
+
 def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 

@@ -15,7 +15,7 @@ from mcp_sim.base import defaults
 from mcp_sim.base.grammar_schema import prepare_for_grammar
 from mcp_sim.base.result import SimulationMeta
 from mcp_sim.core.calls import Call, SimulationResult
-from mcp_sim.core.echoes import echo_of, nearest_example
+from mcp_sim.core.echoes import echo_of, in_shape_of, nearest_example
 from mcp_sim.core.prompt import (
     Turn,
     build_messages,
@@ -99,7 +99,7 @@ class ModelAnswerer:
             return SimulationResult(attempt.text, simulation=SimulationMeta(details=details),
                                     observation=attempt.text)
         details["answered_from"] = "nearest example"
-        text = str(example.result)
+        text = in_shape_of(example, call.arguments)
         return SimulationResult(text, is_error=example.is_error, simulation=SimulationMeta(details=details),
                                 observation=render_error(text, False) if example.is_error else text)
 
