@@ -73,3 +73,20 @@ def test_an_echo_is_tried_again_then_answered_from_the_nearest_example() -> None
     created = simulator.simulate("git_create_branch", {"repo_path": "/repo", "branch_name": "feature-login"},
                                  world="C")
     assert created.text == "Created branch 'feature-login' from 'main'"
+
+
+def test_a_text_tool_whose_examples_share_fixed_words_answers_in_them_without_the_model(tmp_path: Path) -> None:
+    import yaml
+
+    spec = tmp_path / "echo.yaml"
+    spec.write_text(yaml.safe_dump({"tools": [{
+        "name": "echo", "description": "Echoes back the input string",
+        "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+        "x-sim": {"examples": [{"arguments": {"message": "hello there"}, "result": "Echo: hello there"}]}}]}))
+    engine = ScriptedEngine("the model's words")
+    simulator = Simulator(load_catalog([spec]), engine, SimOptions())
+    answered = simulator.simulate("echo", {"message": "rehearse me"}, world="T")
+    assert answered.text == "Echo: rehearse me" and answered.meta[META_KEY]["source"] == "template"
+    assert engine.requests == []
+    # Every call of the tool, in every world: the words are the server's, only the argument changes.
+    assert simulator.simulate("echo", {"message": "a\nb"}, world="U").text == "Echo: a\nb"

@@ -16,6 +16,7 @@ from mcp_sim.base import defaults
 from mcp_sim.base.errors import McpSimError
 from mcp_sim.base.result import SimulationMeta, failure
 from mcp_sim.core.calls import META_KEY, AnswerSource, Call, CallObserver, FaultHook, SimulationResult
+from mcp_sim.core.computed_answers import TextTemplates, past_calls, ruled_answer
 from mcp_sim.core.deadline import deadline, timed_out
 from mcp_sim.core.model_answer import ModelAnswerer
 from mcp_sim.core.model_logs import write_logs
@@ -26,10 +27,8 @@ from mcp_sim.core.worlds import DEFAULT_WORLD, World, Worlds
 from mcp_sim.core.worlds.world import WorldError
 from mcp_sim.engines.base import Engine
 from mcp_sim.state.book import StateBook
-from mcp_sim.state.field_rules import Past, rule_pins
-from mcp_sim.state.layout import properties
+from mcp_sim.state.field_rules import rule_pins
 from mcp_sim.state.live import LiveData
-from mcp_sim.state.pins import apply_pins
 from mcp_sim.state.plan import StatePlan
 
 __all__ = ["META_KEY", "SimOptions", "SimulationMeta", "SimulationResult", "Simulator", "UnknownToolError"]
@@ -92,6 +91,7 @@ class Simulator:
         # Each tool's effect on its world's live data (x-sim.state, or inferred from its name).
         self.state = StateBook(catalog.spec_sets)
         self._tools = catalog.tools
+        self._text_templates = TextTemplates(self.state)
         self._system_prompts: dict[tuple[str, str], str] = {}
 
     def tool(self, name: str) -> ToolSpec:
@@ -188,7 +188,7 @@ class Simulator:
             call.state = self.state.plan(tool.name, arguments, call.live, world.name)
             call.state_digest = call.live.digest()
         if tool.rules:
-            past = _past_calls(world.turns.get(spec_set.source, []))
+            past = past_calls(world.turns.get(spec_set.source, []))
             call.rule_pins = rule_pins(tool.rules, tool.name, arguments, past, tool.output_schema)
         return call
 
@@ -239,9 +239,12 @@ class Simulator:
                 return answer, source.name
         if call.state is not None and call.state.complete:
             return _state_answer(call.tool, call.state), "state"
-        whole = _ruled_answer(call)
+        whole = ruled_answer(call)
         if whole is not None:
             return whole, "rules"
+        filled = self._text_templates.answer(call)
+        if filled is not None:
+            return filled, "template"
         if self.replay_only:
             return self._miss(call), "miss"
         return self.model.answer(call), "model"
@@ -288,38 +291,6 @@ class Simulator:
                                    scenario=scenario)
             self._system_prompts[(spec_set.source, scenario)] = prompt
         return prompt
-
-
-def _ruled_answer(call: Call) -> SimulationResult | None:
-    """The answer when the tool's rules give every field its outputSchema has (with the state's pins on
-    top), and it fits: nothing is left for the model to write."""
-    schema = call.tool.output_schema
-    if not call.rule_pins or schema is None:
-        return None
-    pins = {**call.rule_pins, **(call.state.pins if call.state is not None else {})}
-    answer = apply_pins({}, pins)
-    if set(properties(schema)) - set(answer) or validation_error(answer, schema) is not None:
-        return None
-    text = json.dumps(answer, ensure_ascii=False)
-    return SimulationResult(text, answer, observation=text)
-
-
-def _past_calls(turns: list[Turn]) -> list[Past]:
-    """The world's earlier calls of one spec file, as the rules read them: the tool, its arguments and its
-    structured answer (None for a failure or a text answer)."""
-    past = []
-    for turn in turns:
-        try:
-            action = json.loads(turn.action)
-        except json.JSONDecodeError:
-            continue
-        try:
-            answer = json.loads(turn.observation)
-        except json.JSONDecodeError:
-            answer = None
-        failed = not isinstance(answer, dict) or set(answer) == {"error"}
-        past.append(Past(str(action.get("name")), action.get("arguments") or {}, None if failed else answer))
-    return past
 
 
 def _state_answer(tool: ToolSpec, step: StatePlan) -> SimulationResult:
