@@ -324,6 +324,85 @@ def duckdb_sessions(_: str) -> dict[str, list[Call]]:
                    query("SELECT id, title FROM tasks ORDER BY id"),
                    query("SELEC title FROM tasks"),
                    query("SELECT count(*) AS open FROM tasks")],
+        "eval-4": [query("CREATE TABLE events (id INTEGER, kind VARCHAR, day DATE)"),
+                   query("INSERT INTO events VALUES (1, 'signup', DATE '2026-01-05'), (2, 'login', DATE '2026-01-06'), "
+                         "(3, 'login', DATE '2026-01-07')"),
+                   query("SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY kind"),
+                   query("SELECT max(day) FROM events"),
+                   query("CREATE TABLE kinds AS SELECT DISTINCT kind FROM events"),
+                   query("SHOW TABLES"),
+                   query("DESCRIBE events"),
+                   query("DROP TABLE kinds"),
+                   query("SHOW TABLES")],
+        "eval-5": [query("CREATE TABLE notes (id INTEGER PRIMARY KEY, body VARCHAR NOT NULL)"),
+                   query("INSERT INTO notes VALUES (1, 'first')"),
+                   query("INSERT INTO notes VALUES (1, 'again')"),
+                   query("INSERT INTO notes (id) VALUES (2)"),
+                   query("ALTER TABLE notes ADD COLUMN pinned BOOLEAN"),
+                   query("UPDATE notes SET pinned = true"),
+                   query("SELECT * FROM notes"),
+                   query("SELECT upper(body) AS loud FROM notes"),
+                   query("DELETE FROM notes")],
+    }
+
+
+# --- everything: the reference server's text tools (echo, annotated messages), a structured one, a sum -----
+
+def everything_sessions(_: str) -> dict[str, list[Call]]:
+    return {
+        "train": [("echo", {"message": "hello there"}),
+                  ("get-annotated-message", {"messageType": "success"}),
+                  ("get-structured-content", {"location": "Chicago"}),
+                  ("get-sum", {"a": 2, "b": 3})],
+        "eval-1": [("echo", {"message": "rehearse the deploy"}),
+                   ("get-sum", {"a": 40, "b": 2}),
+                   ("get-annotated-message", {"messageType": "debug"}),
+                   ("get-structured-content", {"location": "New York"}),
+                   ("echo", {"message": "second message, with a comma"})],
+        "eval-2": [("get-structured-content", {"location": "Los Angeles"}),
+                   ("echo", {"message": "ünïcode ✓"}),
+                   ("get-annotated-message", {"messageType": "debug"}),
+                   ("get-sum", {"a": -7, "b": 7.5}),
+                   ("get-annotated-message", {"messageType": "error"}),
+                   ("echo", {"message": "x"})],
+        "eval-3": [("echo", {"message": "one"}),
+                   ("echo", {"message": "two words"}),
+                   ("get-structured-content", {"location": "New York"}),
+                   ("get-sum", {"a": 1000, "b": 24}),
+                   ("get-annotated-message", {"messageType": "debug"})],
+        "eval-4": [("get-annotated-message", {"messageType": "error"}),
+                   ("echo", {"message": "status: green"}),
+                   ("get-sum", {"a": 0.1, "b": 0.2}),
+                   ("get-structured-content", {"location": "Los Angeles"}),
+                   ("echo", {"message": "hello again"}),
+                   ("get-annotated-message", {"messageType": "debug"})],
+        "eval-5": [("echo", {"message": "the last session"}),
+                   ("get-structured-content", {"location": "New York"}),
+                   ("get-sum", {"a": 12, "b": 30}),
+                   ("get-annotated-message", {"messageType": "debug"}),
+                   ("echo", {"message": "42"}),
+                   ("get-annotated-message", {"messageType": "error"})],
+        "eval-6": [("echo", {"message": "dry run of the migration"}),
+                   ("get-sum", {"a": 3, "b": 4}),
+                   ("echo", {"message": "rollback plan ready"}),
+                   ("get-annotated-message", {"messageType": "error"}),
+                   ("get-structured-content", {"location": "Los Angeles"}),
+                   ("echo", {"message": "done"})],
+    }
+
+
+# --- calculator: pure computation (reported apart: a world model does not compute) ------------------------
+
+def calculator_sessions(_: str) -> dict[str, list[Call]]:
+    def calculate(expression: str) -> Call:
+        return ("calculate", {"expression": expression})
+
+    return {
+        "train": [calculate("2 + 3"), calculate("10 / 4"), calculate("2 ** 10")],
+        "eval-1": [calculate("7 * 6"), calculate("100 - 58"), calculate("(3 + 4) * 5"), calculate("1 / 0")],
+        "eval-2": [calculate("17 % 5"), calculate("2.5 * 4"), calculate("sqrt(16)"), calculate("9 ** 0.5")],
+        "eval-3": [calculate("123 + 877"), calculate("-3 * -3"), calculate("abc + 1"), calculate("1e3 / 8")],
+        "eval-4": [calculate("6 * 7 + 1"), calculate("2 ** 0.5"), calculate("(1 + 2) / 3"), calculate("5 - 10")],
     }
 
 
@@ -387,6 +466,13 @@ def thinking_sessions(_: str) -> dict[str, list[Call]]:
                    thought("Revisit: the data is small, Redis keeps it.", 2, 3, True, isRevision=True,
                            revisesThought=2),
                    thought("Redis streams, with daily trimming.", 3, 3, False)],
+        "eval-5": [thought("Pick a name for the service.", 1, 2, True),
+                   thought("Short names read better in logs.", 2, 2, True, needsMoreThoughts=True),
+                   thought("Try two options on a branch.", 3, 4, True, branchFromThought=2, branchId="naming"),
+                   thought("A second branch for a longer name.", 4, 5, True, branchFromThought=2, branchId="long"),
+                   thought("Back on the first branch: 'relay' wins.", 5, 5, True, branchFromThought=3,
+                           branchId="naming"),
+                   thought("Done: call it relay.", 6, 6, False)],
         "eval-4": [thought("Why is the build slow? Measure each stage first.", 1, 3, True),
                    thought("Tests take 80 percent of the time.", 2, 3, True),
                    thought("Run the tests in four shards.", 3, 3, True, needsMoreThoughts=True),
@@ -407,6 +493,8 @@ SERVERS: dict[str, Server] = {
                      duckdb_sessions),
     "redis": Server(lambda root, port: [str(NODE_BIN / "mcp-server-redis"), f"redis://127.0.0.1:{port}"],
                     redis_sessions, redis=True),
+    "everything": Server(lambda root, port: [str(NODE_BIN / "mcp-server-everything")], everything_sessions),
+    "calculator": Server(lambda root, port: [str(VENV_MCP1 / "mcp-server-calculator")], calculator_sessions),
     "sequential-thinking": Server(lambda root, port: [str(NODE_BIN / "mcp-server-sequential-thinking")],
                                   thinking_sessions, env={"DISABLE_THOUGHT_LOGGING": "true"}),
 }

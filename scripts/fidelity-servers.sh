@@ -20,7 +20,8 @@ mkdir -p "$DIR"
 # mcp-server-sqlite and mcp-server-duckdb were written for the 1.x SDK (it imports mcp.server.stdio of 1.x): a venv of its own.
 [ -x "$DIR/venv-mcp1/bin/python" ] || "$PYTHON" -m venv "$DIR/venv-mcp1"
 "$DIR/venv-mcp1/bin/python" -m pip install --quiet --upgrade pip
-"$DIR/venv-mcp1/bin/python" -m pip install --quiet "mcp<2" mcp-server-sqlite==2025.4.25 mcp-server-duckdb==1.1.0
+"$DIR/venv-mcp1/bin/python" -m pip install --quiet "mcp<2" mcp-server-sqlite==2025.4.25 mcp-server-duckdb==1.1.0 \
+    mcp-server-calculator==0.2.1
 npm install --prefix "$DIR/node" --no-audit --no-fund --loglevel=error --no-save \
     @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31 \
     @modelcontextprotocol/server-sequential-thinking@2026.8.31 @modelcontextprotocol/server-redis@2025.4.25 \

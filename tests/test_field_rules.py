@@ -55,7 +55,7 @@ def test_rules_learned_from_the_train_session_reproduce_every_eval_answer() -> N
             assert rule_pins(rules, THINK, call.arguments, session[:index], tool["outputSchema"]) == {
                 f"/{name}": value for name, value in (call.answer or {}).items()}
             checked += 1
-    assert checked == 15  # a branch (branchId: cache), a revision and a thought past the first total among them
+    assert checked == 21  # two branches, a revision and thoughts past the first total among them
 
 
 def test_a_rule_is_kept_only_when_it_explains_every_example() -> None:

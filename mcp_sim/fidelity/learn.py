@@ -10,6 +10,7 @@ declares are kept as written (they are the user's correction) unless --replace.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,8 +184,9 @@ def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[s
     """Up to `count` candidates, each as unlike the examples already chosen as possible.
 
     Distance is 1 - Jaccard similarity of the arguments' leaf `path=value` pairs (plus the error
-    flag); repeated arguments are dropped. At most one error example is taken, and when there is room
-    for two or more examples one place is kept for it: otherwise successes fill every place and the
+    flag); repeated arguments are dropped. At most one failure (flagged, or a result that reads "...
+    error: ...") is taken, and when there is room for two or more examples one place is kept for it:
+    otherwise successes fill every place and the
     model never sees how the real tool fails. Ties keep recorded order.
     """
     chosen: list[dict[str, Any]] = []
@@ -194,12 +196,12 @@ def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[s
         if _key(candidate) not in seen:
             seen.add(_key(candidate))
             pool.append(candidate)
-    errors_taken = sum(1 for e in existing if e.get("isError"))
+    errors_taken = sum(1 for e in existing if _fails(e))
     # One place for an error, if the spec has none yet, the traces hold one and a success still fits too.
-    reserved = int(errors_taken == 0 and count >= 2 and any(c.get("isError") for c in pool))
+    reserved = int(errors_taken == 0 and count >= 2 and any(_fails(c) for c in pool))
     while pool and len(chosen) < max(0, count):
-        successes = [c for c in pool if not c.get("isError")]
-        errors = [c for c in pool if c.get("isError")] if errors_taken == 0 else []
+        successes = [c for c in pool if not _fails(c)]
+        errors = [c for c in pool if _fails(c)] if errors_taken == 0 else []
         if len(chosen) >= count - reserved and errors:
             options = errors
         else:
@@ -209,12 +211,21 @@ def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[s
         picked = max(options, key=lambda c: _distance(c, [*existing, *chosen]))
         pool.remove(picked)
         chosen.append(picked)
-        errors_taken += bool(picked.get("isError"))
+        errors_taken += bool(_fails(picked))
     return chosen
 
 
 def _key(example: dict[str, Any]) -> str:
     return json.dumps(example["arguments"], sort_keys=True)
+
+
+# A result that reads as a failure although the server did not flag it ("Database error: ...").
+_FAILURE_TEXT = re.compile(r"^\s*(\w+\s)?error\b", re.IGNORECASE)
+
+
+def _fails(example: dict[str, Any]) -> bool:
+    result = example.get("result")
+    return bool(example.get("isError")) or (isinstance(result, str) and _FAILURE_TEXT.match(result) is not None)
 
 
 def _features(example: dict[str, Any]) -> set[str]:

@@ -85,8 +85,10 @@ def _run_sqlite(dump: Iterable[str], sql: str) -> Outcome:
 
 def learn_style(examples: Iterable[tuple[dict[str, Any], Any, bool]], argument: str | None,
                 template: str | None, dialect: str = "sqlite") -> Style:
-    """The answer style the examples (arguments, result text, is_error) show."""
-    rows, count_field, done, prefix, flag = "json", None, None, None, True
+    """The answer style the examples (arguments, result text, is_error) show. Rows the examples do not
+    show are printed as the dialect's servers mostly do: JSON for SQLite's, Python tuples (DB-API's
+    fetchall) for DuckDB's."""
+    rows, count_field, done, prefix, flag = "tuples" if dialect == "duckdb" else "json", None, None, None, True
     for arguments, result, is_error in examples:
         if not isinstance(result, str):
             continue
@@ -133,7 +135,8 @@ def answer(outcome: Outcome, style: Style) -> tuple[str, bool] | None:
 
 
 def _rows(rows: list[dict[str, Any]], style: str) -> str:
-    return str(rows) if style == "python" else json.dumps(rows, ensure_ascii=False)
+    # default=str: a DuckDB date or decimal prints as its text rather than failing the call.
+    return str(rows) if style == "python" else json.dumps(rows, ensure_ascii=False, default=str)
 
 
 def _literal(text: str) -> Any:
