@@ -17,7 +17,7 @@ from mcp_sim.core.specs import Example, ToolSpec
 PROMPT_WORDS = ("the tool ", "tool is used to", "command is used to", "the above command", "world description",
                 "the world's ", "json schema", "inputschema", "outputschema", "the simulator",
                 "this call touches", "the response is:", "tool definitions", "predicted observation",
-                "action space", "it is only able to")
+                "action space", "it is only able to", "the example above", "the examples above")
 # How many words in a row copied from the tool's description or argument schema make an echo.
 COPIED_RUN = 6
 MIN_COPIED = 4  # a description shorter than this is a phrase a real answer may use
