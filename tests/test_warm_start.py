@@ -148,10 +148,18 @@ async def test_a_call_waits_only_for_its_own_specs_prompt_which_goes_first(monke
     async with Client(create_server(simulator, warmup=warmup)) as client:
         warmup.start()
         await anyio.sleep(0.3)  # the background has begun reading the first spec (ops)
-        engine.gates["ops"].set()  # the prompt being read when the call comes is finished, never cut
-        engine.gates["crm"].set()
+
+        async def open_gates_once_the_call_waits() -> None:
+            # Opened before the call waits, the ops gate would let the background go on to files first.
+            while "crm" not in "".join(warmup._order):
+                await anyio.sleep(0.01)
+            engine.gates["ops"].set()  # the prompt being read when the call came is finished, never cut
+            engine.gates["crm"].set()
+
         with anyio.fail_after(10):
-            await client.call_tool("get_customer", {"customer_id": "C-1009"})  # not in the data: the model answers
+            async with anyio.create_task_group() as group:
+                group.start_soon(open_gates_once_the_call_waits)
+                await client.call_tool("get_customer", {"customer_id": "C-1009"})  # not in the data: the model answers
         assert engine.requests and not engine.gates["files"].is_set() and not warmup.ready
         assert engine.order[:2] == ["ops", "crm"]  # crm was called, so it went before files
         engine.gates["files"].set()
