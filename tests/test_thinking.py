@@ -107,3 +107,20 @@ def test_thinking_switch_reaches_templates_that_support_it(model_path: Path) -> 
     assert decoder is not None and engine._codec is not None
     seen = engine._codec.detokenize(decoder.slots[0].tokens, True).decode()
     assert seen.count("<think>") == 1 and seen.count("</think>") == 1
+
+
+def test_the_answer_after_thinking_jumps_over_its_forced_span(model_path: Path) -> None:
+    """The grammar starts after the reasoning block: its forced span (the pinned city) is fed with the
+    closing suffix, in one batch."""
+    engine = LlamaEngine(model_path, n_ctx=2048, seed=0, chat_template=THINKING_TEMPLATE)
+    pinned = {**SCHEMA, "properties": {"city": {"const": "Lisbon, the capital"}, "temperature": {"type": "number"}}}
+    try:
+        generation = engine.generate(GenerationRequest(messages=MESSAGES, max_tokens=64, json_schema=pinned,
+                                                       schema_key="thinking-pinned", think=True, think_budget=16,
+                                                       temperature=0.0))
+    finally:
+        engine.close()
+    assert generation.reasoning_tokens > 0
+    assert json.loads(generation.text)["city"] == "Lisbon, the capital"
+    assert generation.text.startswith('{"city": "Lisbon, the capital", "temperature": ')
+    assert generation.forced_tokens >= 8, generation  # '{"city": "Lisbon, the capital", "temperature": '

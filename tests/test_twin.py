@@ -152,7 +152,8 @@ def run_sessions(path: Path, cold: bool, engine: LlamaEngine | None = None) -> l
             if cold:
                 engine.forget()
             meta = simulate(simulator, SERVICES[(step + len(world)) % 5], world)
-            answers.append([world, meta["evaluated_tokens"], meta["prompt_tokens"], meta["text"]])
+            answers.append([world, meta["evaluated_tokens"], meta["prompt_tokens"], meta.get("forced_tokens", 0),
+                            meta["text"]])
     return answers
 
 
@@ -171,9 +172,12 @@ def test_recurrent_state_resumes_from_exact_snapshots_and_gives_a_fresh_processs
     assert [text for *_, text in warm] == [text for *_, text in cold]
     # From the second round on each call reads only its world's last turn and itself, from a snapshot of the
     # end of its finished turns (exact prefixes only: hybrid state cannot be cut back).
-    for _, evaluated, prompt, _ in warm[3:]:
+    for _, evaluated, prompt, _, _ in warm[3:]:
         assert evaluated < prompt / 5, warm
-    assert all(evaluated == prompt for _, evaluated, prompt, _ in cold)
+    assert all(evaluated == prompt for _, evaluated, prompt, _, _ in cold)
+    # The answers jumped over forced spans (a recurrent state only moves forward, as a jump does), and the
+    # snapshots taken after them still give a fresh process's bytes.
+    assert all(forced > 0 for *_, forced, _ in warm), warm
     assert {key.split("|")[0] for key in saved if key.startswith("turns:")} == {
         "turns:red", "turns:blue", "turns:green"}
 

@@ -93,6 +93,9 @@ def engine_options(command: Command) -> Command:
         click.option("--lazy-grammar/--no-lazy-grammar", default=defaults.LAZY_GRAMMAR, show_default=True,
                      help="Check the output grammar against each sampled token, filtering the whole vocabulary "
                           "only when it is rejected (same answers at temperature 0, cheaper per token)."),
+        click.option("--jump-forward/--no-jump-forward", default=defaults.JUMP_FORWARD, show_default=True,
+                     help="Feed what the answer's grammar forces (key names, punctuation, pinned values) in one "
+                          "batch instead of a token at a time; JSON answers take json.dumps's layout."),
         click.option("--engine-process", type=click.Choice(defaults.ENGINE_PROCESS_CHOICES),
                      default=defaults.ENGINE_PROCESS, show_default=True,
                      help="Run the model in a process of its own (worker), so that a native crash ends its calls "

@@ -84,6 +84,8 @@ class ModelAnswerer:
             meta["cached_tokens"] = attempt.generation.cached_tokens  # the serving engine's prefix cache
         if attempt.generation.reasoning_tokens:
             meta["reasoning_tokens"] = attempt.generation.reasoning_tokens
+        if attempt.generation.forced_tokens:
+            meta["forced_tokens"] = attempt.generation.forced_tokens  # fed in a batch, not sampled
         if self.options.expose_prompt:
             meta["prompt"] = [{"role": m.role, "content": m.content} for m in messages]
         if attempt.echo:

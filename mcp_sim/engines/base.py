@@ -59,6 +59,8 @@ class Generation:
     # The model's reasoning when it thought first; never part of `text`, kept for the debug log.
     reasoning: str | None = None
     reasoning_tokens: int = 0
+    # Completion tokens the grammar forced, fed in a batch without sampling (jump-forward decoding).
+    forced_tokens: int = 0
 
 
 @dataclass(frozen=True)

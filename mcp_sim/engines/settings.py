@@ -38,6 +38,7 @@ class EngineSettings:
     context_shift: bool = defaults.CONTEXT_SHIFT
     flash_attn: bool = defaults.FLASH_ATTN
     lazy_grammar: bool = defaults.LAZY_GRAMMAR
+    jump_forward: bool = defaults.JUMP_FORWARD
     cpu_repack: str = defaults.CPU_REPACK
     engine_process: str = defaults.ENGINE_PROCESS
     state_cache_mb: int = defaults.STATE_CACHE_MB

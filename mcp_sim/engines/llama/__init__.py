@@ -25,6 +25,7 @@ from mcp_sim.engines.base import ChatMessage, EngineIdentity, Generation, Genera
 from mcp_sim.engines.llama.batch import BatchDecoder
 from mcp_sim.engines.llama.batch_job import Codec, Job
 from mcp_sim.engines.llama.build import build_info, cpu_repack, default_threads, gpu_offload_supported
+from mcp_sim.engines.llama.forced import ForcedSpans
 from mcp_sim.engines.llama.gguf import check_gguf_file, load_vocabulary, read_metadata
 from mcp_sim.engines.llama.grammar import GrammarCache
 from mcp_sim.engines.llama.kv import memory_can_shift
@@ -58,8 +59,8 @@ class LlamaEngine:
                  template_kwargs: dict[str, Any] | None = None, verbose: bool = False,
                  chat_template: str | None = None, state_cache_mb: int = defaults.STATE_CACHE_MB,
                  context_shift: bool = defaults.CONTEXT_SHIFT, flash_attn: bool = defaults.FLASH_ATTN,
-                 lazy_grammar: bool = defaults.LAZY_GRAMMAR, slots: int = defaults.SLOTS,
-                 cpu_repack: str = defaults.CPU_REPACK,
+                 lazy_grammar: bool = defaults.LAZY_GRAMMAR, jump_forward: bool = defaults.JUMP_FORWARD,
+                 slots: int = defaults.SLOTS, cpu_repack: str = defaults.CPU_REPACK,
                  metadata_overrides: dict[str, OverrideValue] | None = None,
                  prompt_cache_dir: str | Path | None = None, prompt_cache_mb: int = defaults.PROMPT_CACHE_MB):
         self.model_path = Path(model_path)
@@ -76,6 +77,8 @@ class LlamaEngine:
         self.flash_attn = flash_attn
         # Check the grammar against the sampled token only, filtering the vocabulary when it is rejected.
         self.lazy_grammar = lazy_grammar
+        # Feed what the grammar forces (keys, punctuation, pinned values) in one batch, in json.dumps's layout.
+        self.jump_forward = jump_forward
         # auto, on or off: whether llama.cpp may repack the weights for its CPU kernels (build.repack_choice).
         self.cpu_repack = cpu_repack
         # Calls decoded together in one context (continuous batching, batch.py); 1: one call at a time.
@@ -216,13 +219,17 @@ class LlamaEngine:
         recurrent = is_recurrent(model)
         self._decoder = BatchDecoder(context, model.vocab, self.slots, self.states, recurrent,
                                      self.context_shift and not recurrent and memory_can_shift(context.ctx))
+        spans = ForcedSpans(model.vocab, lambda text: list(model.tokenize(text.encode("utf-8"), add_bos=False,
+                                                                          special=False)),
+                            lambda tokens: model.detokenize(tokens, special=False))
         self._codec = Codec(detokenize=lambda tokens, special: model.detokenize(tokens, special=special),
                             encode=lambda text: list(model.tokenize(text.encode("utf-8"), add_bos=False,
                                                                     special=True)),
-                            # Read when each job starts, so a changed lazy_grammar holds from the next call.
+                            # Read when each job starts, so a changed lazy_grammar or jump_forward holds from
+                            # the next call.
                             sampler=lambda request, grammar: LazyGrammarSampler(
                                 context.ctx, model.vocab, request, grammar, self.seed or LLAMA_DEFAULT_SEED,
-                                lazy=self.lazy_grammar))
+                                lazy=self.lazy_grammar, spans=spans if self.jump_forward else None))
         return model
 
     def _tokenize(self, messages: list[ChatMessage], think: bool = False,
@@ -285,7 +292,7 @@ class LlamaEngine:
         if request.json_schema is None:
             return None
         return self._grammars.get(request.schema_key or json.dumps(request.json_schema, sort_keys=True),
-                                  request.json_schema)
+                                  request.json_schema, fixed_layout=self.jump_forward)
 
     def _job(self, request: GenerationRequest, tokens: list[int], stops: list[str], prompt_text: str,
              decoder: BatchDecoder, codec: Codec) -> Job:

@@ -2,6 +2,7 @@
 
 The decoder thread drives a job step by step (feed a chunk, sample one token); the caller's thread waits in
 `wait()`, relaying progress there, because the caller's progress callback must run in its own thread.
+Where the grammar forces a span (forced.py), the job takes it whole and feeds it with the token before it.
 A thinking job first decodes freely inside <think>, then feeds the closing suffix and answers under its
 grammar; thinking.py holds how the reasoning block is opened and closed.
 """
@@ -54,6 +55,7 @@ class Job:
         self.sampler: LazyGrammarSampler | None = None
         self.thought: list[int] = []
         self.produced: list[int] = []
+        self.forced = 0  # produced tokens the grammar forced, fed without sampling
         self.data = bytearray()
         self._done = threading.Condition()
         self._progress = 0
@@ -88,6 +90,7 @@ class Job:
             return
         if self.think_open is None:
             self.sampler = self.codec.sampler(self.request, self.grammar_text)
+            self.pending = self.pending + self._forced()
             return
         self.pending = self.pending + self.think_open
         if self.request.think_budget > 0:
@@ -111,8 +114,22 @@ class Job:
             return self.finish("stop")
         if len(self.produced) >= self.request.max_tokens:
             return self.finish("length")
-        self.pending = [token]
+        self.pending = [token, *self._forced()]
+        if hits_stop(self.data, self.stops):
+            return self.finish("stop")
         return True
+
+    def _forced(self) -> list[int]:
+        """Take the span the grammar forces next as produced tokens (fed in one batch with the pending ones);
+        room is left for one more sampled token, whose take() ends the answer at max_tokens."""
+        assert self.sampler is not None
+        tokens = self.sampler.forced(self.request.max_tokens - len(self.produced) - 1)
+        if tokens:
+            self.produced.extend(tokens)
+            self.forced += len(tokens)
+            self.data += self.codec.detokenize(tokens, False)
+            self._report(len(self.thought) + len(self.produced))
+        return tokens
 
     def _take_thought(self, token: int, is_end: bool) -> bool:
         if is_end:  # the model ended its turn while thinking; the answer phase still follows
@@ -139,6 +156,7 @@ class Job:
         if self.sampler is not None:
             self.sampler.close()
         self.sampler = self.codec.sampler(self.request, self.grammar_text)
+        self.pending = self.pending + self._forced()
 
     def _thought_text(self) -> str:
         return self.codec.detokenize(self.thought, True).decode("utf-8", errors="replace") if self.thought else ""
@@ -158,7 +176,7 @@ class Job:
         result = Generation(text=cut_at_stop(self.data.decode("utf-8", errors="ignore"), self.stops),
                             prompt_tokens=len(self.prompt), completion_tokens=len(self.thought) + len(self.produced),
                             finish_reason=reason, evaluated_tokens=self.evaluated, reasoning=reasoning,
-                            reasoning_tokens=len(self.thought))
+                            reasoning_tokens=len(self.thought), forced_tokens=self.forced)
         with self._done:
             self._result = result
             self._done.notify_all()

@@ -18,10 +18,17 @@ from mcp_sim.base.errors import EngineError
 # llama.cpp's parser rejects, or one that means another text; llama.cpp's own converter escapes it now.
 LITERAL_ESCAPE = re.compile(r'[\r\n"\\]')
 LITERAL_ESCAPES = {"\r": "\\r", "\n": "\\n", '"': '\\"', "\\": "\\\\"}
+# The converter lets a space follow every token of JSON (`space ::= " "?`), a choice the model makes at every
+# key and value. The fixed layout is Python's json.dumps (", " and ": ", no other space), as the prompts show
+# answers; then the keys and punctuation between two free values are one forced span (forced.py).
+FLEXIBLE_SPACE = 'space ::= " "?'
+FIXED_SPACE = 'space ::= ""'
+SEPARATORS = re.compile(r'"([,:])" space')
 
 
-def schema_to_gbnf(json_schema: dict[str, Any]) -> str:
-    """The GBNF grammar of a JSON Schema: llama-cpp-python's converter, its string literals escaped fully."""
+def schema_to_gbnf(json_schema: dict[str, Any], fixed_layout: bool = False) -> str:
+    """The GBNF grammar of a JSON Schema: llama-cpp-python's converter, its string literals escaped fully;
+    with `fixed_layout`, in json.dumps's layout only."""
     from llama_cpp import llama_grammar
 
     module: Any = llama_grammar  # untyped
@@ -31,7 +38,16 @@ def schema_to_gbnf(json_schema: dict[str, Any]) -> str:
     with contextlib.redirect_stdout(io.StringIO()):
         schema = converter.resolve_refs(copy.deepcopy(json_schema), "stdin")
         converter.visit(schema, "")
-        return str(converter.format_grammar())
+        grammar = str(converter.format_grammar())
+    return fixed_json_layout(grammar) if fixed_layout else grammar
+
+
+def fixed_json_layout(grammar: str) -> str:
+    """The converter's grammar with its optional spaces fixed: one after a comma or a colon, none elsewhere."""
+    if FLEXIBLE_SPACE not in grammar.splitlines():
+        return grammar
+    lines = [FIXED_SPACE if line == FLEXIBLE_SPACE else SEPARATORS.sub(r'"\1 "', line) for line in grammar.splitlines()]
+    return "\n".join(lines) + "\n"
 
 
 def gbnf_literal(text: str) -> str:
@@ -39,26 +55,26 @@ def gbnf_literal(text: str) -> str:
 
 
 class GrammarCache:
-    """GBNF grammars by key, each checked once. `vocab` gives the model's vocabulary to parse them against
-    (None: none)."""
+    """GBNF grammars by key and layout, each checked once. `vocab` gives the model's vocabulary to parse them
+    against (None: none)."""
 
     def __init__(self, vocab: Callable[[], Any]):
         self._vocab = vocab
-        self._grammars: dict[str, str] = {}
+        self._grammars: dict[tuple[str, bool], str] = {}
         # Batched calls compile grammars from several threads; schema_to_gbnf's redirect_stdout swaps sys.stdout
         # for the whole process, so two at once could leave the protocol channel pointing at a StringIO.
         self._lock = threading.Lock()
 
-    def get(self, key: str, json_schema: dict[str, Any]) -> str:
+    def get(self, key: str, json_schema: dict[str, Any], fixed_layout: bool = False) -> str:
         with self._lock:
-            return self._get(key, json_schema)
+            return self._get(key, json_schema, fixed_layout)
 
-    def _get(self, key: str, json_schema: dict[str, Any]) -> str:
-        grammar = self._grammars.get(key)
+    def _get(self, key: str, json_schema: dict[str, Any], fixed_layout: bool) -> str:
+        grammar = self._grammars.get((key, fixed_layout))
         if grammar is None:
-            grammar = schema_to_gbnf(json_schema)
+            grammar = schema_to_gbnf(json_schema, fixed_layout)
             self._check(grammar)
-            self._grammars[key] = grammar
+            self._grammars[(key, fixed_layout)] = grammar
         return grammar
 
     def support(self, json_schema: dict[str, Any]) -> str | None:

@@ -24,7 +24,7 @@ class LlamaKind:
     summary = "run the GGUF with llama.cpp on this machine"
     in_process = True
     options = ("threads", "gpu_layers", "parallel", "slots", "context_shift", "flash_attn", "lazy_grammar",
-               "cpu_repack", "state_cache_mb", "prompt_cache_mb", "prompt_cache_dir")
+               "jump_forward", "cpu_repack", "state_cache_mb", "prompt_cache_mb", "prompt_cache_dir")
 
     def choose(self, settings: EngineSettings, download: bool) -> ModelChoice:
         resolved = resolve(settings.model, download=download)
@@ -47,7 +47,8 @@ class LlamaKind:
         engines = [LlamaEngine(choice.path, n_ctx=ctx, n_threads=settings.threads, n_gpu_layers=settings.gpu_layers,
                                seed=settings.seed, state_cache_mb=settings.state_cache_mb, slots=settings.slots,
                                context_shift=settings.context_shift, flash_attn=settings.flash_attn,
-                               lazy_grammar=settings.lazy_grammar, cpu_repack=settings.cpu_repack,
+                               lazy_grammar=settings.lazy_grammar,
+                               jump_forward=settings.jump_forward, cpu_repack=settings.cpu_repack,
                                metadata_overrides=manifest.metadata_overrides if manifest else None,
                                prompt_cache_dir=settings.prompt_cache_dir or default_folder(),
                                prompt_cache_mb=settings.prompt_cache_mb)

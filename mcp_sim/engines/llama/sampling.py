@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mcp_sim.engines.base import GenerationRequest
+from mcp_sim.engines.llama.forced import ForcedSpans
 
 # llama-cpp-python's sampling defaults that mcp-sim does not set (kept so both paths sample alike).
 MIN_P = 0.05
@@ -28,10 +29,10 @@ class LazyGrammarSampler:
     """The sampler chain of one answer, with its grammar applied only to rejected tokens (or, not `lazy`, to
     the whole vocabulary before every pick: `--no-lazy-grammar`, the same answers at temperature 0, slower).
     `ctx` is the llama_context whose logits it reads, `vocab` the model's vocabulary; `seed` is used when the
-    request sets none."""
+    request sets none. With `spans`, `forced()` takes the span the grammar forces next (forced.py)."""
 
     def __init__(self, ctx: Any, vocab: Any, request: GenerationRequest, grammar_text: str | None, seed: int,
-                 lazy: bool = True, penalty_last_n: int = PENALTY_LAST_N):
+                 lazy: bool = True, penalty_last_n: int = PENALTY_LAST_N, spans: ForcedSpans | None = None):
         import llama_cpp
         from llama_cpp._internals import LlamaSampler
 
@@ -57,6 +58,7 @@ class LazyGrammarSampler:
         # The tokens the repetition penalty applies to: the last penalty_last_n the chain accepted.
         self._penalty = request.repeat_penalty
         self._recent: deque[int] = deque(maxlen=penalty_last_n)
+        self._spans = spans
         self._grammar = None
         if grammar_text is not None:
             self._grammar = llama_cpp.llama_sampler_init_grammar(vocab, grammar_text.encode(), b"root")
@@ -91,11 +93,29 @@ class LazyGrammarSampler:
             token = self._pick(logits, with_grammar=False)
         if self._grammar is not None and self._lazy and not self._allowed(token):
             token = self._pick_allowed(logits)
+        self._accept(token)
+        return token
+
+    def forced(self, limit: int) -> list[int]:
+        """The tokens (at most `limit`) of the span the grammar forces next, accepted as if sampled; [] when
+        the model has a choice, or without a grammar or spans."""
+        if self._grammar is None or self._spans is None or limit <= 0:
+            return []
+        tokens = self._spans.tokens(self._grammar)[:limit]
+        for i, token in enumerate(tokens):
+            if not self._allowed(token):  # never feed what the grammar would not have sampled
+                del tokens[i:]
+                break
+            self._accept(token)
+        return tokens
+
+    def _accept(self, token: int) -> None:
+        import llama_cpp
+
         llama_cpp.llama_sampler_accept(self._chain.sampler, token)
         self._recent.append(token)
         if self._grammar is not None:
             llama_cpp.llama_sampler_accept(self._grammar, token)
-        return token
 
     def _pick(self, logits: Any, with_grammar: bool) -> int:
         import llama_cpp
