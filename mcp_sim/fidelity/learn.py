@@ -19,7 +19,7 @@ from mcp_sim.base.likeness import distance, features
 from mcp_sim.core.specs import validation_error
 from mcp_sim.rehearsal.traces import TraceRecord
 from mcp_sim.state.field_rules import Past, learn_rules, rules_to_spec
-from mcp_sim.state.naming import STATEMENT_NAMES, words
+from mcp_sim.state.naming import statement_argument, words
 from mcp_sim.state.sql import run
 from mcp_sim.state.sql_catalog import CatalogCase, candidates, reproduces
 
@@ -81,7 +81,7 @@ def _learn_catalog(tools: dict[Any, dict[str, Any]], records: Sequence[TraceReco
     `tables` collection their names suggest."""
     statements: dict[Any, str] = {}
     for name, tool in tools.items():
-        argument = _statement_argument(tool)
+        argument = statement_argument(tool)
         if argument is not None and _effect(tool).get("op") == "sql" and "sql" not in _effect(tool):
             statements[name] = argument
     if not statements:
@@ -114,11 +114,6 @@ def _learn_catalog(tools: dict[Any, dict[str, Any]], records: Sequence[TraceReco
 def _effect(tool: dict[str, Any]) -> dict[str, Any]:
     effect = (tool.get("x-sim") or {}).get("state")
     return effect if isinstance(effect, dict) else {}
-
-
-def _statement_argument(tool: dict[str, Any]) -> str | None:
-    required = (tool.get("inputSchema") or {}).get("required") or []
-    return next((name for name in required if name in STATEMENT_NAMES), None)
 
 
 def _sessions(records: Sequence[TraceRecord]) -> dict[str, list[TraceRecord]]:

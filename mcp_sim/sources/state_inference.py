@@ -28,10 +28,10 @@ from mcp_sim.state.naming import (
     LIMIT_NAMES,
     LIST_NAMES,
     QUERY_NAMES,
-    STATEMENT_NAMES,
     TOTAL_NAMES,
     plural,
     singular,
+    statement_argument,
     words,
 )
 
@@ -83,9 +83,9 @@ def _takes_sql(tool: dict[str, Any]) -> bool:
     """`read_query(query)`, `execute_sql(sql)`, `create_table(query)` (a table is made by a statement)."""
     schema = tool.get("inputSchema")
     required = (schema.get("required") if isinstance(schema, dict) else None) or []
-    statements = [name for name in required if name in STATEMENT_NAMES]
     name = words(str(tool.get("name", "")))
-    return len(required) == 1 and bool(statements) and bool(SQL_WORDS & set(name) or name[-2:] == ["create", "table"])
+    return (len(required) == 1 and statement_argument(tool) is not None
+            and bool(SQL_WORDS & set(name) or name[-2:] == ["create", "table"]))
 
 
 def _from_name(name: str) -> tuple[str, str, None] | None:

@@ -4,6 +4,7 @@ usually mean a search, a limit or a page."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Verbs that name an operation, longest first where one is a prefix of another.
 VERBS = {
@@ -39,6 +40,13 @@ FOUND_NAMES = ("found", "exists")
 TOTAL_NAMES = ("total", "total_count", "totalCount", "count")
 LIST_NAMES = ("items", "results", "data", "records", "entries", "result")
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b)|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def statement_argument(tool: dict[str, Any]) -> str | None:
+    """The required argument of an MCP tool definition that carries a statement (query, sql, statement)."""
+    schema = tool.get("inputSchema")
+    required = (schema.get("required") if isinstance(schema, dict) else None) or []
+    return next((name for name in required if name in STATEMENT_NAMES), None)
 
 
 def words(name: str) -> list[str]:
