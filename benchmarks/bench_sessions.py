@@ -29,6 +29,7 @@ from mcp_sim.base.grammar_schema import prepare_for_grammar  # noqa: E402
 from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator  # noqa: E402
 from mcp_sim.core.specs import load_catalog  # noqa: E402
 from mcp_sim.engines.llama import LlamaEngine, default_threads  # noqa: E402
+from mcp_sim.engines.llama.build import cpu_repack  # noqa: E402
 from mcp_sim.models.bundled import default_model_path  # noqa: E402
 
 SPEC = REPO / "tool_specs" / "files.yaml"
@@ -113,13 +114,33 @@ def _instrument_llama() -> dict[str, float]:
     return spent
 
 
+def bare_llama(threads: int) -> Any:
+    """llama-cpp-python's Llama on the default model, with CPU weight repacking as mcp-sim chooses it: left on,
+    llama.cpp segfaults on CPUs with AMX (build.repack_choice)."""
+    import llama_cpp
+    from llama_cpp import llama_cpp as bindings  # where Llama looks the function up
+
+    defaults_of = bindings.llama_model_default_params
+    use_extra_bufts = cpu_repack("auto").use_extra_bufts
+
+    def model_params() -> Any:
+        params = defaults_of()
+        params.use_extra_bufts = use_extra_bufts
+        return params
+
+    bindings.llama_model_default_params = model_params
+    try:
+        return llama_cpp.Llama(str(default_model_path()), n_ctx=CTX, n_threads=threads, verbose=False, seed=0)
+    finally:
+        bindings.llama_model_default_params = defaults_of
+
+
 def run_naive(prompts: list[Any], threads: int) -> Run:
     """The same prompts, interleaved the same way, each as a fresh create_chat_completion."""
-    import llama_cpp
 
     catalog = load_catalog([SPEC])
     schema = prepare_for_grammar(catalog.tools["write_file"].output_schema or {})
-    llm = llama_cpp.Llama(str(default_model_path()), n_ctx=CTX, n_threads=threads, verbose=False, seed=0)
+    llm = bare_llama(threads)
     run = Run()
     for session, index, messages in prompts:
         cached_before = list(llm._input_ids)
@@ -154,7 +175,7 @@ def run_raw_late_call(prompts: list[Any], sim: Run, threads: int, tries: int = 3
     _, _, messages = prompts[-1]
     call = sim.calls[-1]
     schema = prepare_for_grammar(load_catalog([SPEC]).tools["write_file"].output_schema or {})
-    llm = llama_cpp.Llama(str(default_model_path()), n_ctx=CTX, n_threads=threads, verbose=False, seed=0)
+    llm = bare_llama(threads)
     tokens = _prompt_tokens(llm, messages)
     kept = len(tokens) - call.evaluated
     best = float("inf")
