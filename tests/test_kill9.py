@@ -117,7 +117,9 @@ async def calls_then_kill(url: str, recorder: int, server: int) -> None:
             async with Client(url, read_timeout_seconds=300) as client, anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, "log_event", {"client": "c", "seq": ANSWERED})
                 await anyio.sleep(0.3)
-                kill_9(server, recorder)
+                # The recorder first: killed second, it could reap the dead server itself, and its exit status
+                # would never reach us (a CI run waited 30 s for it).
+                kill_9(recorder, server)
     except Exception:  # the call in flight dies with the server, as it should
         pass
     status = exit_status(server)  # killed, not left to finish the call in flight and commit it
