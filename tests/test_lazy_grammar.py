@@ -66,7 +66,8 @@ def test_a_shortlist_gives_the_answer_the_whole_vocabulary_gives(engine: LlamaEn
     import mcp_sim.engines.llama.sampling as sampling
 
     engine.lazy_grammar = True
-    engine.jump_forward = False  # jumping would feed the forced code whole: no token of it would be rejected
+    # Jumping would feed the forced code whole: no token of it would be rejected.
+    monkeypatch.setattr(engine, "jump_forward", False)
     filtered: list[int] = []
     original = sampling.LazyGrammarSampler._pick_allowed
 
@@ -83,7 +84,6 @@ def test_a_shortlist_gives_the_answer_the_whole_vocabulary_gives(engine: LlamaEn
                                     temperature=temperature, seed=7)
         texts.append(engine.generate(request).text)
         assert json.loads(texts[-1])["code"] == "zq-7781-xv", texts[-1]
-    engine.jump_forward = True
     assert filtered, "no token was rejected: the shortlist was never tried"
     assert texts[0] == texts[1]
 

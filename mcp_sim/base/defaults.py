@@ -23,6 +23,7 @@ CONTEXT_SHIFT = True
 FLASH_ATTN = False
 # Check the output grammar against each sampled token, filtering the whole vocabulary only on a rejection.
 LAZY_GRAMMAR = True
+# Feed the spans the answer's grammar forces in one batch (engines/llama/forced.py), in json.dumps's layout.
 JUMP_FORWARD = True
 # llama.cpp's extra CPU buffer types (weights repacked for AMX or for AVX2/NEON kernels): "auto" uses them
 # except on a CPU whose llama.cpp reports AMX, where the first decode segfaults (llama.cpp #20824).

@@ -51,15 +51,19 @@ class ForcedSpans:
         """The text the grammar sampler `grammar` forces next ('' when the model has a choice)."""
         import llama_cpp
 
+        # Applying a grammar leaves its state alone; only accepting moves it. So the first character is probed
+        # on the grammar itself, and the copy (made for every sampled token otherwise) only for a forced one.
+        first = self._forced_char(grammar)
+        if first is None or limit <= 0:
+            return ""
         copy = llama_cpp.llama_sampler_clone(grammar)
         forced: list[str] = []
         try:
-            while len(forced) < limit:
-                allowed = self._allowed(copy)
-                if len(allowed) != 1 or allowed[0] >= len(self._chars):  # a choice, or the answer may end
-                    break
-                llama_cpp.llama_sampler_accept(copy, self._ids[allowed[0]])
-                forced.append(self._chars[allowed[0]])
+            char: int | None = first
+            while char is not None and len(forced) < limit:
+                llama_cpp.llama_sampler_accept(copy, self._ids[char])
+                forced.append(self._chars[char])
+                char = self._forced_char(copy)
         finally:
             llama_cpp.llama_sampler_free(copy)
         return "".join(forced)
@@ -71,6 +75,11 @@ class ForcedSpans:
             return []
         tokens = self._tokenize(text)
         return tokens if self._detokenize(tokens) == text.encode() else []
+
+    def _forced_char(self, grammar: Any) -> int | None:
+        """The probe index of the one character `grammar` allows next; None at a choice or where it may end."""
+        allowed = self._allowed(grammar)
+        return allowed[0] if len(allowed) == 1 and allowed[0] < len(self._chars) else None
 
     def _allowed(self, grammar: Any) -> list[int]:
         import llama_cpp
