@@ -155,6 +155,25 @@ async def test_fork_reset_and_export_work_through_any_instance(scale: Scale) -> 
     assert shown.exit_code == 0 and json.loads(shown.output)["calls"] == 3
 
 
+async def test_the_world_page_of_any_instance_shows_the_calls_of_every_instance(scale: Scale) -> None:
+    for name, title in (("a", "through a"), ("b", "through b")):
+        async with Client(f"{scale.instances[name][1]}?world=paged", read_timeout_seconds=60) as session:
+            result_of(await session.call_tool("create_task", {"title": title}))
+    views = {}
+    for name in ("a", "b"):
+        base = scale.instances[name][1].removesuffix("/mcp")
+        response = httpx.get(f"{base}/ui/worlds/paged/view.json", timeout=30)
+        response.raise_for_status()
+        views[name] = response.json()
+    for name, mine in (("a", 0), ("b", 1)):
+        calls = views[name]["calls"]
+        assert [call["arguments"]["title"] for call in calls] == ["through a", "through b"]
+        # What answered a call, and how fast, is known to the instance that answered it.
+        assert calls[mine]["source"] == "state" and calls[1 - mine]["source"] is None, (name, calls)
+    created = [json.loads(call["answer"])["id"] for call in views["b"]["calls"]]
+    assert [row["key"] for row in views["b"]["tables"][0]["rows"]][-2:] == created  # the shared state, as tables
+
+
 async def test_postgres_down_at_startup_is_a_clear_error_and_lost_mid_run_an_is_error_until_it_returns(
         scale: Scale) -> None:
     nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"

@@ -120,3 +120,10 @@ FAULT_TIMEOUT_HOLD_S = 600.0
 
 # The fidelity harness (`mcp-sim eval --rel-tol`): how far a number may be from the real one and still match.
 REL_TOL = 0.1
+
+# The world page (/ui): how often the world store is asked whether a world changed, in seconds; a change is
+# pushed to open pages over SSE. Asking the store (not this process) shows calls of every instance sharing it.
+UI_POLL_S = 0.5
+# How many calls' details (answer source, latency, faults) a server remembers for the page, all worlds
+# together; the store keeps every call itself, the page shows older ones without these details.
+UI_CALL_DETAILS = 10_000

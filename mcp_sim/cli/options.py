@@ -16,7 +16,7 @@ from mcp_sim.core.specs import Catalog
 from mcp_sim.engines.registry import ENGINES, engine_names
 
 if TYPE_CHECKING:
-    from mcp_sim.core.calls import AnswerSource
+    from mcp_sim.core.calls import AnswerSource, CallObserver
     from mcp_sim.core.prompt_budget import SpecFit
     from mcp_sim.core.simulator import Simulator
     from mcp_sim.core.worlds import Worlds
@@ -179,11 +179,13 @@ def rehearsal_settings(options: dict[str, Any]) -> RehearsalSettings:
 
 def build_simulator(catalog: Catalog, worlds: Worlds | None = None, rehearsal: RehearsalSettings | None = None,
                     load: bool = True, on_fits: Callable[[list[SpecFit]], None] | None = None,
-                    sources: Sequence[AnswerSource] = (), **engine: Any) -> Simulator:
+                    sources: Sequence[AnswerSource] = (), observers: Sequence[CallObserver] = (),
+                    **engine: Any) -> Simulator:
     """mcp_sim.app.build_simulator from a command's engine options (keyword arguments, as click gives them)."""
     from mcp_sim import app
     from mcp_sim.core.engine_setup import EngineSettings
     from mcp_sim.rehearsal.settings import RehearsalSettings
 
-    settings = app.AppSettings(EngineSettings(**engine), rehearsal or RehearsalSettings(), load=load, sources=sources)
+    settings = app.AppSettings(EngineSettings(**engine), rehearsal or RehearsalSettings(), load=load,
+                               observers=observers, sources=sources)
     return app.build_simulator(catalog, settings, worlds, on_fits)

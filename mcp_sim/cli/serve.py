@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,59 +26,98 @@ from mcp_sim.cli.options import (
 from mcp_sim.core.specs import Catalog, load_catalog
 from mcp_sim.core.worlds.routing import SCOPES
 from mcp_sim.core.worlds.world import DEFAULT_WORLD
-from mcp_sim.serving.transport_kinds import TRANSPORTS, Endpoint, Launch
+from mcp_sim.serving.transport_kinds import TRANSPORTS, Endpoint, Launch, Serving
 from mcp_sim.serving.transports import HttpSecurity, http_security_options
 from mcp_sim.state.book import StateBook
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from starlette.routing import Route
+
+    from mcp_sim.core.calls import AnswerSource, CallObserver
     from mcp_sim.core.prompt_budget import SpecFit
     from mcp_sim.core.simulator import Simulator
     from mcp_sim.rehearsal.setup import RehearsalSettings
 
 
+def serving_options(command: Any) -> Any:
+    """The options of every command that serves simulated tools until stopped (serve, shadow)."""
+    options = [
+        click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="stdio", show_default=True,
+                     help="; ".join(f"{kind.name}: {kind.summary}" for kind in TRANSPORTS.values())),
+        click.option("--host", default=defaults.HOST, show_default=True),
+        click.option("--port", type=int, default=defaults.PORT, show_default=True),
+        click.option("--path", "http_path", default=defaults.HTTP_PATH, show_default=True),
+        click.option("--max-queue", type=click.IntRange(1), default=defaults.MAX_QUEUE, show_default=True,
+                     help="Calls that may wait for the model; more get a 'busy' error result."),
+        click.option("--world-scope", type=click.Choice(SCOPES), default="session", show_default=True,
+                     help="session: each 2025-11-25 HTTP session keeps a world of its own; server: every call "
+                          "that names no world (?world=NAME) shares the default world."),
+        click.option("--ui-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
+                     help="With --transport stdio: serve the world page (calls, state, what changed) at "
+                          "http://127.0.0.1:PORT/ui. Over HTTP the page is always at /ui, beside the MCP "
+                          "endpoint."),
+        click.option("--expose-world", is_flag=True,
+                     help="Publish the caller's world (scenario and history) as the MCP resource sim://world."),
+        click.option("--warm-start/--no-warm-start", default=True, show_default=True,
+                     help="Serve at once and load the model (and read every spec's system prompt) in the "
+                          "background; calls wait until it is ready. The model file is checked before serving "
+                          "either way."),
+        http_security_options, world_options, rehearsal_options, engine_options,
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.command()
 @click.argument("specs", nargs=-1, required=True)
-@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="stdio", show_default=True,
-              help="; ".join(f"{kind.name}: {kind.summary}" for kind in TRANSPORTS.values()))
-@click.option("--host", default=defaults.HOST, show_default=True)
-@click.option("--port", type=int, default=defaults.PORT, show_default=True)
-@click.option("--path", "http_path", default=defaults.HTTP_PATH, show_default=True)
-@click.option("--max-queue", type=click.IntRange(1), default=defaults.MAX_QUEUE, show_default=True,
-              help="Calls that may wait for the model; more get a 'busy' error result.")
-@click.option("--world-scope", type=click.Choice(SCOPES), default="session", show_default=True,
-              help="session: each 2025-11-25 HTTP session keeps a world of its own; server: every call that "
-                   "names no world (?world=NAME) shares the default world.")
-@click.option("--expose-world", is_flag=True,
-              help="Publish the caller's world (scenario and history) as the MCP resource sim://world.")
 @click.option("--reload", "reload_specs", is_flag=True,
               help="Watch the spec files and serve an edited spec without a restart; clients hear list_changed. "
                    "A spec that no longer loads is reported and the old one keeps serving.")
-@click.option("--warm-start/--no-warm-start", default=True, show_default=True,
-              help="Serve at once and load the model (and read every spec's system prompt) in the background; "
-                   "calls wait until it is ready. The model file is checked before serving either way.")
-@http_security_options
-@world_options
-@rehearsal_options
-@engine_options
+@serving_options
 @handle_errors
 def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str, max_queue: int,
-          world_scope: str, expose_world: bool, reload_specs: bool, warm_start: bool, http_security: HttpSecurity,
-          scenario: str | None, state_dir: Path | None, max_worlds: int, store: str | None, **engine: Any) -> None:
+          world_scope: str, expose_world: bool, reload_specs: bool, ui_port: int | None, warm_start: bool,
+          http_security: HttpSecurity, scenario: str | None, state_dir: Path | None, max_worlds: int,
+          store: str | None, **engine: Any) -> None:
     """Serve the tools of SPECS (files or directories) over stdio or streamable HTTP."""
+    serve_catalog(load_catalog(list(specs)), specs=specs, ui_port=ui_port, transport=transport, host=host, port=port,
+                  http_path=http_path, max_queue=max_queue, world_scope=world_scope, expose_world=expose_world,
+                  reload_specs=reload_specs, warm_start=warm_start, http_security=http_security, scenario=scenario,
+                  state_dir=state_dir, max_worlds=max_worlds, store=store, **engine)
+
+
+def serve_catalog(catalog: Catalog, *, specs: tuple[str, ...], transport: str, host: str, port: int, http_path: str,
+                  max_queue: int, world_scope: str, expose_world: bool, reload_specs: bool, warm_start: bool,
+                  http_security: HttpSecurity, scenario: str | None, state_dir: Path | None, max_worlds: int,
+                  store: str | None, first_sources: Callable[[Simulator], list[AnswerSource]] | None = None,
+                  around: Callable[[Serving], Serving] | None = None, ui_port: int | None = None,
+                  **engine: Any) -> None:
+    """Serve CATALOG until stopped (`serve`'s body). FIRST_SOURCES gives answer sources asked before all others,
+    made from the built simulator (shadow's real server); AROUND wraps the serving coroutine (shadow holds its
+    connection to the real server open around it)."""
     from mcp_sim.serving.admin import admin_routes
     from mcp_sim.serving.reload import SpecReloader, serve_reloading
     from mcp_sim.serving.scheduler import FairScheduler
     from mcp_sim.serving.server import create_server
     from mcp_sim.serving.server_features import Peers
+    from mcp_sim.serving.ui.call_log import CallLog
+    from mcp_sim.serving.ui.routes import ui_routes
+    from mcp_sim.serving.ui.site import Site
     from mcp_sim.serving.warmup import Warmup
 
-    kind, endpoint = TRANSPORTS[transport], Endpoint(host, port, http_path, http_security)
+    kind, endpoint = TRANSPORTS[transport], Endpoint(host, port, http_path, http_security, ui_port)
     kind.check(endpoint)  # refuse an unsafe bind before anything heavy loads
-    catalog = load_catalog(list(specs))
     worlds = app.build_worlds(catalog, scenario, state_dir, max_worlds, store)
     fits: list[SpecFit] = []
     rehearsal = rehearsal_settings(engine)
-    simulator = build_simulator(catalog, worlds, rehearsal, load=not warm_start, on_fits=fits.extend, **engine)
+    call_log = CallLog()  # what the world page shows of each call beyond the store's history
+    simulator = build_simulator(catalog, worlds, rehearsal, load=not warm_start, on_fits=fits.extend,
+                                observers=[call_log], **engine)
+    if first_sources is not None:
+        simulator.sources[:0] = first_sources(simulator)
     warmup = None
     if warm_start and not simulator.replay_only:  # a replay never loads a model: nothing to warm
         warmup = Warmup(simulator)
@@ -92,22 +132,31 @@ def serve(specs: tuple[str, ...], transport: str, host: str, port: int, http_pat
     reloader = None
     if reload_specs:
         reloader = SpecReloader(specs, catalog, server,
-                                lambda new: serving(reloaded_simulator(simulator, new, rehearsal)), peers)
-    announce = functools.partial(_announce, startup_line(kind.where(endpoint), fits, simulator, kind.world_hint))
+                                lambda new: serving(reloaded_simulator(simulator, new, rehearsal, [call_log])), peers)
+    page = kind.page(endpoint)
+    announce = functools.partial(_announce, startup_line(kind.where(endpoint), fits, simulator, kind.world_hint)
+                                 + (f"\nworld page: {page} (open it with: mcp-sim ui {page})" if page else ""))
+    site = Site(worlds, catalog, call_log, rehearsal.ledger)
+
+    def operator_routes(remote_allowed: bool) -> list[Route]:
+        return [*admin_routes(worlds, remote_allowed), *ui_routes(site, remote_allowed)]
+
     # The warm-up starts once the transport is set up (see serve_stdio and serve_http).
-    launch = Launch(server, functools.partial(admin_routes, worlds), warmup.start if warmup else None, announce)
+    launch = Launch(server, operator_routes, warmup.start if warmup else None, announce)
+    run = kind.serving(endpoint, launch)
     try:
-        anyio.run(serve_reloading, reloader, kind.serving(endpoint, launch))
+        anyio.run(serve_reloading, reloader, around(run) if around is not None else run)
     finally:
         simulator.engine.close()
         worlds.close()
 
 
-def reloaded_simulator(running: Simulator, catalog: Catalog, rehearsal: RehearsalSettings) -> Simulator:
+def reloaded_simulator(running: Simulator, catalog: Catalog, rehearsal: RehearsalSettings,
+                       observers: Sequence[CallObserver] = ()) -> Simulator:
     """A simulator over CATALOG that shares RUNNING's model, options and worlds, with the fixtures, cassettes,
     cache and faults the options ask for read again; raises McpSimError when a spec cannot fit the context."""
     app.fit_catalog(catalog, running.engine, running.options)
-    return app.assemble(catalog, running.engine, running.options, running.worlds, rehearsal)
+    return app.assemble(catalog, running.engine, running.options, running.worlds, rehearsal, observers)
 
 
 def startup_line(where: str, fits: list[SpecFit], simulator: Simulator, world: str) -> str:

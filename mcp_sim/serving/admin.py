@@ -24,7 +24,7 @@ Handler = Callable[[Request], Awaitable[Response]]
 def admin_routes(worlds: Worlds, remote_allowed: bool = False) -> list[Route]:
     def guarded(action: Callable[[Request], Any], with_body: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
-            if not remote_allowed and not _loopback(request):
+            if not remote_allowed and not is_loopback_client(request):
                 return JSONResponse({"error": "the admin routes answer loopback clients only"}, status_code=403)
             try:
                 if with_body:
@@ -74,7 +74,8 @@ async def _json_body(request: Request) -> Any:
         raise WorldError("the request body is not JSON: send an exported world") from None
 
 
-def _loopback(request: Request) -> bool:
+def is_loopback_client(request: Request) -> bool:
+    """Whether the request comes from this machine (the admin routes and the world page without a token)."""
     host = request.client.host if request.client else ""
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -92,8 +92,15 @@ def _host_patterns(name: str) -> list[str]:
     return [name] if has_port else [name, f"{name}:*"]
 
 
+# The world page (mcp_sim.serving.ui). A browser cannot send a bearer header: the page takes the token once as
+# ?token= on UI_PATH and keeps it in an HttpOnly, SameSite=Strict cookie that only the page's paths accept.
+UI_PATH = "/ui"
+UI_COOKIE = "mcp_sim_ui_token"
+
+
 class BearerTokenMiddleware:
-    """Answer 401 to every request that lacks `Authorization: Bearer <token>`; compared in constant time."""
+    """Answer 401 to every request that lacks `Authorization: Bearer <token>`; compared in constant time. The
+    world page's paths also take the token as the UI_COOKIE cookie, and UI_PATH itself as ?token=."""
 
     def __init__(self, app: ASGIApp, token: str):
         self.app = app
@@ -113,7 +120,53 @@ class BearerTokenMiddleware:
     def _authorized(self, scope: Scope) -> bool:
         header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
         scheme, _, presented = bytes(header).partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(presented.strip(), self._token)
+        if scheme.lower() == b"bearer" and hmac.compare_digest(presented.strip(), self._token):
+            return True
+        return on_ui_path(scope["path"]) and any(hmac.compare_digest(offered, self._token)
+                                                 for offered in _ui_tokens(scope))
+
+
+def on_ui_path(path: str) -> bool:
+    return path == UI_PATH or path.startswith(UI_PATH + "/")
+
+
+def _ui_tokens(scope: Scope) -> list[bytes]:
+    """The tokens a browser offers the world page: its cookie, and ?token= on the page's first address."""
+    from http.cookies import SimpleCookie
+    from urllib.parse import parse_qs
+
+    offered = []
+    for name, value in scope["headers"]:
+        if name == b"cookie":
+            cookies: SimpleCookie = SimpleCookie()
+            cookies.load(bytes(value).decode("latin-1"))
+            if UI_COOKIE in cookies:
+                offered.append(cookies[UI_COOKIE].value.encode())
+    if scope["path"] == UI_PATH and scope["method"] == "GET":
+        query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
+        offered += [token.encode() for token in query.get("token", [])]
+    return offered
+
+
+class PageHostGuard:
+    """The SDK's Host and Origin checks (DNS-rebinding protection), applied to the world page's paths: the SDK
+    applies them to the MCP endpoint alone."""
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings | None):
+        from mcp.server.transport_security import TransportSecurityMiddleware
+
+        self.app = app
+        self._security = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.requests import Request
+
+        if scope["type"] == "http" and on_ui_path(scope["path"]):
+            refusal = await self._security.validate_request(Request(scope), is_post=False)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 

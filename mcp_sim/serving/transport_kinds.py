@@ -11,10 +11,14 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import anyio
 from mcp.server import Server
 from starlette.routing import Route
 
-from mcp_sim.serving.transports import HttpSecurity, serve_http, serve_stdio
+from mcp_sim.base import defaults
+from mcp_sim.base.errors import McpSimError
+from mcp_sim.serving.http_guard import UI_PATH
+from mcp_sim.serving.transports import HttpSecurity, serve_http, serve_page, serve_stdio
 
 Serving = Callable[[], Coroutine[Any, Any, None]]
 
@@ -27,11 +31,12 @@ class Endpoint:
     port: int
     path: str
     security: HttpSecurity = field(default_factory=HttpSecurity)
+    ui_port: int | None = None  # stdio: where the world page is served (loopback), if anywhere
 
 
 @dataclass(frozen=True)
 class Launch:
-    """What a transport is handed to serve: the server, the operator's routes (network transports only), and
+    """What a transport is handed to serve: the server, the operator's routes (admin and the world page), and
     two callbacks: `on_ready` once the transport owns its streams, `announce` to print the startup line."""
 
     server: Server
@@ -55,6 +60,9 @@ class TransportKind(Protocol):
     def serving(self, endpoint: Endpoint, launch: Launch) -> Serving:
         """The coroutine function that serves until the process stops."""
 
+    def page(self, endpoint: Endpoint) -> str | None:
+        """The world page's address, if this setup serves it."""
+
 
 class Stdio:
     name = "stdio"
@@ -67,10 +75,20 @@ class Stdio:
     def where(self, endpoint: Endpoint) -> str:
         return "serving on stdio"
 
+    def page(self, endpoint: Endpoint) -> str | None:
+        return None if endpoint.ui_port is None else f"http://{defaults.HOST}:{endpoint.ui_port}{UI_PATH}"
+
     def serving(self, endpoint: Endpoint, launch: Launch) -> Serving:
         async def run() -> None:
             launch.announce()  # before the protocol owns stdout; the line goes to stderr
-            await serve_stdio(launch.server, launch.on_ready)
+            if endpoint.ui_port is None:
+                await serve_stdio(launch.server, launch.on_ready)
+                return
+            async with anyio.create_task_group() as group:
+                # The page's routes on loopback, no token: stdio serves one local client.
+                group.start_soon(serve_page, launch.admin_routes(False), endpoint.ui_port)
+                await serve_stdio(launch.server, launch.on_ready)
+                group.cancel_scope.cancel()  # the client hung up: the page goes with the server
 
         return run
 
@@ -81,10 +99,16 @@ class StreamableHttp:
     world_hint = "?world=NAME in the URL picks a world"
 
     def check(self, endpoint: Endpoint) -> None:
+        if endpoint.ui_port is not None:
+            raise McpSimError(f"--ui-port is for --transport stdio; over HTTP the world page is at {UI_PATH} on "
+                              "the server's own port")
         endpoint.security.check(endpoint.host)
 
     def where(self, endpoint: Endpoint) -> str:
         return f"ready at http://{endpoint.host}:{endpoint.port}{endpoint.path}"
+
+    def page(self, endpoint: Endpoint) -> str | None:
+        return f"http://{endpoint.host}:{endpoint.port}{UI_PATH}"
 
     def serving(self, endpoint: Endpoint, launch: Launch) -> Serving:
         token = endpoint.security.auth_token()

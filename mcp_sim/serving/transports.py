@@ -32,6 +32,7 @@ from mcp_sim.base import defaults
 from mcp_sim.serving.http_guard import (
     BearerTokenMiddleware,
     JsonRpcBodyGuard,
+    PageHostGuard,
     check_bind,
     is_loopback,
     token_from_env,
@@ -72,6 +73,7 @@ async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *
                                      event_store=MemoryEventStore(), retry_interval=defaults.SSE_RETRY_MS)
     # Starlette runs the middleware added last first: the token is checked before the body is read.
     app.add_middleware(JsonRpcBodyGuard, path=path, security=security)
+    app.add_middleware(PageHostGuard, security=security)
     if auth_token:
         app.add_middleware(BearerTokenMiddleware, token=auth_token)
     if not is_loopback(host):
@@ -88,6 +90,20 @@ async def serve_http(server: Server, host: str, port: int, path: str = "/mcp", *
             group.start_soon(_when_started, server_, on_listening)
         await server_.serve()
         group.cancel_scope.cancel()
+
+
+async def serve_page(routes: list[Route], port: int, host: str = defaults.HOST) -> None:
+    """Serve ROUTES (the world page beside a stdio server) on loopback with the same Host/Origin checks as
+    serve_http; until cancelled."""
+    import uvicorn
+    from starlette.applications import Starlette
+
+    check_bind(host, allow_remote=False, auth_token=None)
+    app = Starlette(routes=routes)
+    app.add_middleware(PageHostGuard, security=transport_security(host))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    logger.info("serving the world page at http://%s:%d/ui", host, port)
+    await uvicorn.Server(config).serve()
 
 
 async def _when_started(server: Any, callback: Callable[[], object]) -> None:
