@@ -30,6 +30,10 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "${missing[*]} not found: the tests need them (apt-get install ${missing[*]}, as root)" >&2
     fi
 fi
+# mcp-server-sqlite, a real server that marks no tool read-only (the shadow tests declare its reads in a
+# spec), was written for the 1.x SDK: it gets a venv of its own, so it cannot replace mcp-sim's `mcp` 2.x.
+[ -x .venv-peers/bin/python ] || "$PYTHON" -m venv .venv-peers
+.venv-peers/bin/python -m pip install --quiet "mcp<2" mcp-server-sqlite==2025.4.25
 if command -v npm >/dev/null; then
     # `npm ci` trips over an optional Windows-only dependency missing from the lock; install honours the lock.
     npm install --no-audit --no-fund --loglevel=error

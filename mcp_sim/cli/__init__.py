@@ -1,8 +1,9 @@
 """The `mcp-sim` command line. Each module of this package registers its commands on the group:
 
-serve.py (serve, call, check), worlds.py (worlds list|show|reset|fork|export), models.py (models list|pull,
-doctor), fidelity.py (mirror, record, learn, eval), the rehearsal commands (ledger, cache) and the sources
-(import openapi, install claude-desktop). They import the shared options from options.py, never this module.
+serve.py (serve, call, check), shadow.py (shadow), ui.py (ui), worlds.py (worlds list|show|reset|fork|export),
+models.py (models list|pull, doctor), fidelity.py (mirror, record, learn, eval), the rehearsal commands (ledger,
+cache) and the sources (import openapi, install claude-desktop). They import the shared options from options.py,
+never this module.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import click
 
 from mcp_sim.cli import cache as cache_commands
-from mcp_sim.cli import fidelity, models, serve, worlds
+from mcp_sim.cli import fidelity, models, serve, shadow, ui, worlds
 from mcp_sim.cli import rehearsal as rehearsal
 from mcp_sim.cli import sources as sources
 
@@ -51,7 +52,7 @@ def _accept_verbose(command: click.Command) -> None:
                                        callback=_subcommand_verbosity, help=VERBOSE_HELP))
 
 
-for _module in (serve, worlds, models, fidelity, rehearsal, cache_commands, sources):
+for _module in (serve, shadow, ui, worlds, models, fidelity, rehearsal, cache_commands, sources):
     _module.register(cli)
 for _command in cli.commands.values():
     _accept_verbose(_command)

@@ -41,7 +41,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-X_SIM_FIELDS = {"examples", "fixtures", "faults", "state", "rules", *INTERACTION_FIELDS}
+X_SIM_FIELDS = {"examples", "fixtures", "faults", "state", "rules", "read_only", *INTERACTION_FIELDS}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 
@@ -76,6 +76,9 @@ class ToolSpec:
     interactions: Interactions = field(default_factory=Interactions)
     # x-sim.rules: answer fields computed from the arguments and the world's history (state.field_rules).
     rules: list[FieldRule] = field(default_factory=list)
+    # x-sim.read_only: `mcp-sim shadow` sends this tool's calls to the real server (true) or simulates them
+    # (false), whatever its annotations say; None: the annotations decide.
+    read_only: bool | None = None
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
@@ -296,13 +299,16 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     x_sim = raw.get("x-sim")
     rules = _parse_rules(x_sim, input_schema if input_ok else {}, output_schema, f"{label}/x-sim/rules", problems)
     interactions = parse_interactions(x_sim, label, problems) if isinstance(x_sim, dict) else Interactions()
+    read_only = x_sim.get("read_only") if isinstance(x_sim, dict) else None
+    if read_only is not None and not isinstance(read_only, bool):
+        problems.append(f"{label}/x-sim/read_only: must be true or false, got {read_only!r}")
     if len(problems) > before:
         return None
     assert isinstance(input_schema, dict)  # checked above
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
                     examples=examples, fixtures=fixtures, faults=faults, state=state, interactions=interactions,
-                    rules=rules, declared={k: v for k, v in raw.items() if k != "x-sim"})
+                    rules=rules, read_only=read_only, declared={k: v for k, v in raw.items() if k != "x-sim"})
 
 
 def _check_annotations(annotations: Any, where: str, problems: list[str]) -> None:

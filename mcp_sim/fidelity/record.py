@@ -19,9 +19,10 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.server.lowlevel import Server
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
-from mcp_sim.fidelity.record_interactions import CallTaps, Tap
+from mcp_sim.fidelity.record_interactions import CallTaps
 from mcp_sim.fidelity.record_surface import surface_proxy_handlers
 from mcp_sim.fidelity.recorder import Recorder
 from mcp_sim.fidelity.upstream import connect
@@ -62,7 +63,7 @@ def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str,
         started = time.perf_counter()
         with taps.open(ctx) as tap:
             try:
-                result = await _forward(upstream, tap, params)
+                result = await forward_call(upstream, params, tap.progress)
             except MCPError as exc:
                 failure = {"content": [{"type": "text", "text": exc.message}], "isError": True}
                 recorder.record(session, step, params.name, arguments, failure,
@@ -79,12 +80,13 @@ def create_proxy(upstream: Client, recorder: Recorder, *, default_session: str,
                   instructions=upstream.instructions, on_list_tools=list_tools, on_call_tool=call_tool, **surface)
 
 
-async def _forward(upstream: Client, tap: Tap, params: types.CallToolRequestParams) -> types.CallToolResult:
+async def forward_call(upstream: Client, params: types.CallToolRequestParams,
+                       progress: ProgressFnT | None = None) -> types.CallToolResult:
     # Sent as a raw request: Client.call_tool would validate structuredContent against the
     # outputSchema and raise, and a transparent proxy must pass even a broken result through.
     request = types.CallToolRequest(params=types.CallToolRequestParams(name=params.name,
                                                                        arguments=params.arguments))
-    return await upstream.session.send_request(request, types.CallToolResult, progress_callback=tap.progress)
+    return await upstream.session.send_request(request, types.CallToolResult, progress_callback=progress)
 
 
 async def run_proxy(target: StdioServerParameters | str, out: Path, *, redactor: Redactor,

@@ -77,6 +77,10 @@ class StateBook:
                            if (template := self._template(name)) is not None}
         self._share_sql_failures()
 
+    def layout(self, tool: str) -> Layout | None:
+        """The tool's effect as it is applied: its collection, op, and the arguments naming the record."""
+        return self._layouts.get(tool)
+
     def effect(self, tool: str) -> StateEffect | None:
         layout = self._layouts.get(tool)
         return None if layout is None else layout.effect
