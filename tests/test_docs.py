@@ -32,7 +32,7 @@ def documented_options() -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("command", ["serve", "call"])
+@pytest.mark.parametrize("command", ["serve", "call", "shadow"])
 def test_the_options_table_names_every_option_help_shows(command: str) -> None:
     """Regression: the README's table left out flags that --help shows (--warm-start, --verbose, ...)."""
     missing = help_options(command) - documented_options()
@@ -40,5 +40,5 @@ def test_the_options_table_names_every_option_help_shows(command: str) -> None:
 
 
 def test_the_options_table_names_no_option_that_does_not_exist() -> None:
-    stale = documented_options() - help_options("serve") - help_options("call")
+    stale = documented_options() - help_options("serve") - help_options("call") - help_options("shadow")
     assert not stale, f"docs/OPTIONS.md names options no command has: {sorted(stale)}"
