@@ -1,4 +1,4 @@
-"""Record the fidelity benchmark under tool_specs/fidelity/ from seven real MCP servers.
+"""Record the fidelity benchmark under tool_specs/fidelity/ from eleven real MCP servers.
 
 For each server: `mcp-sim mirror` writes its spec; `mcp-sim record` proxies it while the scripted agent
 below plays its sessions, each in a fresh sandbox (a new temporary directory, database, repository or
@@ -406,6 +406,46 @@ def calculator_sessions(_: str) -> dict[str, list[Call]]:
     }
 
 
+# --- taskmanager: JSON in text (no outputSchema), requests and tasks planned, done, approved ---------------
+
+def taskmanager_sessions(_: str) -> dict[str, list[Call]]:
+    def plan(request: str, *tasks: tuple[str, str]) -> Call:
+        return ("request_planning", {"originalRequest": request,
+                                     "tasks": [{"title": title, "description": text} for title, text in tasks]})
+
+    return {
+        "train": [plan("Ship the newsletter", ("Draft", "Write the first draft"), ("Review", "Ask Bo to review")),
+                  ("get_next_task", {"requestId": "req-1"}),
+                  ("mark_task_done", {"requestId": "req-1", "taskId": "task-1", "completedDetails": "Drafted"}),
+                  ("approve_task_completion", {"requestId": "req-1", "taskId": "task-1"}),
+                  ("open_task_details", {"taskId": "task-2"}),
+                  ("list_requests", {}),
+                  ("get_next_task", {"requestId": "req-9"}),
+                  ("open_task_details", {"taskId": "task-77"})],
+        "eval-1": [plan("Move the office", ("Pack", "Pack the boxes"), ("Book van", "Book a van for Friday"),
+                        ("Unpack", "Unpack at the new place")),
+                   ("get_next_task", {"requestId": "req-1"}),
+                   ("mark_task_done", {"requestId": "req-1", "taskId": "task-1"}),
+                   ("approve_task_completion", {"requestId": "req-1", "taskId": "task-1"}),
+                   ("get_next_task", {"requestId": "req-1"}),
+                   ("open_task_details", {"taskId": "task-3"}),
+                   ("mark_task_done", {"requestId": "req-1", "taskId": "task-2", "completedDetails": "Van booked"}),
+                   ("open_task_details", {"taskId": "task-2"}),
+                   ("approve_task_completion", {"requestId": "req-1", "taskId": "task-3"}),
+                   ("get_next_task", {"requestId": "req-4"})],
+        "eval-2": [plan("Fix the login bug", ("Reproduce", "Find the failing case"), ("Patch", "Fix the check")),
+                   plan("Update the docs", ("Docs", "Describe the new flag")),
+                   ("list_requests", {}),
+                   ("get_next_task", {"requestId": "req-2"}),
+                   ("mark_task_done", {"requestId": "req-2", "taskId": "task-3", "completedDetails": "Written"}),
+                   ("approve_task_completion", {"requestId": "req-2", "taskId": "task-3"}),
+                   ("get_next_task", {"requestId": "req-2"}),
+                   ("approve_request_completion", {"requestId": "req-2"}),
+                   ("open_task_details", {"taskId": "task-1"}),
+                   ("open_task_details", {"taskId": "task-42"})],
+    }
+
+
 # --- redis: keys set, read back, listed, deleted --------------------------------------------------------
 
 def redis_sessions(_: str) -> dict[str, list[Call]]:
@@ -495,6 +535,7 @@ SERVERS: dict[str, Server] = {
                     redis_sessions, redis=True),
     "everything": Server(lambda root, port: [str(NODE_BIN / "mcp-server-everything")], everything_sessions),
     "calculator": Server(lambda root, port: [str(VENV_MCP1 / "mcp-server-calculator")], calculator_sessions),
+    "taskmanager": Server(lambda root, port: [str(NODE_BIN / "mcp-taskmanager")], taskmanager_sessions),
     "sequential-thinking": Server(lambda root, port: [str(NODE_BIN / "mcp-server-sequential-thinking")],
                                   thinking_sessions, env={"DISABLE_THOUGHT_LOGGING": "true"}),
 }
@@ -545,7 +586,8 @@ def record_session(name: str, session: str, trace: Path) -> None:
     with tempfile.TemporaryDirectory(prefix=f"mcp-sim-{name}-") as scratch:
         root = os.path.realpath(scratch)
         server.setup(root, session)
-        env = child_env(MEMORY_FILE_PATH=str(Path(root) / "memory.jsonl"), **server.env)
+        env = child_env(MEMORY_FILE_PATH=str(Path(root) / "memory.jsonl"),
+                        TASK_MANAGER_FILE_PATH=str(Path(root) / "tasks.json"), **server.env)
         with redis_instance(root, server.redis) as port:
             command = mcp_sim("record", "--out", str(trace), "--session", f"{name}-{session}",
                               "--replace", f"{root}={SANDBOX}", "--", *server.command(root, port))
@@ -559,7 +601,8 @@ def mirror(name: str, spec: Path) -> None:
         server.setup(root, "train")
         with redis_instance(root, server.redis) as port:
             subprocess.run(mcp_sim("mirror", "--out", str(spec), "--", *server.command(root, port)),
-                           env=child_env(**server.env), check=True)
+                           env=child_env(TASK_MANAGER_FILE_PATH=str(Path(root) / "tasks.json"), **server.env),
+                           check=True)
 
 
 def regenerate(name: str, specs_only: bool) -> None:

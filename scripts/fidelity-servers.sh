@@ -25,7 +25,7 @@ mkdir -p "$DIR"
 npm install --prefix "$DIR/node" --no-audit --no-fund --loglevel=error --no-save \
     @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31 \
     @modelcontextprotocol/server-sequential-thinking@2026.8.31 @modelcontextprotocol/server-redis@2025.4.25 \
-    @modelcontextprotocol/server-everything@2026.8.31
+    @modelcontextprotocol/server-everything@2026.8.31 @kazuph/mcp-taskmanager@1.1.1
 if ! command -v redis-server >/dev/null; then
     if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null

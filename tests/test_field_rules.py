@@ -23,7 +23,7 @@ from mcp_sim.state.field_rules import FieldRule, Past, learn_rules, rule_pins
 from tests.scripted import ScriptedEngine
 
 FIDELITY = Path(__file__).resolve().parent.parent / "tool_specs" / "fidelity"
-SERVERS = ("duckdb", "filesystem", "git", "memory", "redis", "sequential-thinking", "sqlite", "time")
+SERVERS = ("duckdb", "filesystem", "git", "memory", "redis", "sequential-thinking", "sqlite", "taskmanager", "time")
 THINK = "sequentialthinking"
 
 

@@ -317,6 +317,6 @@ def test_spec_fixtures_are_checked_at_load_and_other_x_sim_keys_are_refused(tmp_
     problems = raised.value.problems
     assert any(p.startswith(f"{path}#/tools/0 (tool 'get_weather')/x-sim/fixtures/0/match: ") for p in problems)
     expected = ("must be a mapping with any of closeStream, content, elicit, examples, faults, fixtures, logs, "
-                "notifications, roots, rules, sample, state")
+                "notifications, read_only, roots, rules, sample, state, text_json")
     assert f"{path}#/tools/1 (tool 'get_forecast')/x-sim: {expected}" in problems
     assert len(load_catalog([SPECS / "weather.yaml"]).tools["get_weather"].fixtures) == 0

@@ -173,6 +173,8 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
     _write_checked(document, out or spec_path)
     added = ", ".join(f"{tool} +{count}" for tool, count in report.added.items()) or "none"
     click.echo(f"wrote {out or spec_path}: examples added: {added}", err=True)
+    for tool, shape in report.text_json.items():
+        click.echo(f"{tool} answers {shape}: answered under that schema, printed as the server prints it", err=True)
     for tool, rules in report.rules.items():
         click.echo(f"rules learned for {tool}: {'; '.join(rules)}", err=True)
     for tool, sql in report.catalog.items():

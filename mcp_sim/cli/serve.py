@@ -269,7 +269,8 @@ def check(specs: tuple[str, ...], ctx: int, max_tokens: int) -> None:
                 output = "text output"
             else:
                 reason = grammar_engine.schema_support(prepare_for_grammar(tool.output_schema))
-                output = "outputSchema" + (f", grammar falls back: {reason}" if reason else ", grammar ok")
+                shape = "JSON text (x-sim.text_json)" if tool.text_json else "outputSchema"
+                output = shape + (f", grammar falls back: {reason}" if reason else ", grammar ok")
             flags = [k for k, v in (tool.annotations or {}).items() if v is True]
             examples = f", {len(tool.examples)} example(s)" if tool.examples else ""
             click.echo(f"  {tool.name}: {output}{examples}" + (f" [{', '.join(flags)}]" if flags else ""))

@@ -23,6 +23,7 @@ from mcp_sim.core.model_logs import write_logs
 from mcp_sim.core.prompt import Turn, render_action, render_error, system_prompt
 from mcp_sim.core.resource_reads import read_tool
 from mcp_sim.core.specs import Catalog, SpecSet, ToolSpec, validation_error
+from mcp_sim.core.text_json import as_printed
 from mcp_sim.core.worlds import DEFAULT_WORLD, World, Worlds
 from mcp_sim.core.worlds.world import WorldError
 from mcp_sim.engines.base import Engine
@@ -272,7 +273,7 @@ class Simulator:
                                     latency_ms=round((time.perf_counter() - started) * 1000, 1))
         for observer in self.observers:
             observer.observed(call, result, source)
-        return result
+        return as_printed(result, call.tool.text_json)
 
     def _commit_state(self, call: Call, result: SimulationResult, source: str) -> dict[str, Any] | None:
         """Write what the answer says into the world's live data (recorded with the turn, in one transaction).

@@ -26,6 +26,7 @@ from mcp_sim.core.capabilities import check_capabilities
 from mcp_sim.core.interactions import INTERACTION_FIELDS, Interactions, parse_interactions
 from mcp_sim.core.resources import SURFACE_FIELDS, Surface, check_unique_surface, parse_surface
 from mcp_sim.core.scenarios import DEFAULT_SCENARIO, Scenario, merge_patch, parse_world
+from mcp_sim.core.text_json import TextJson, json_object, parse_text_json
 from mcp_sim.state.effect import StateEffect, parse_effect
 from mcp_sim.state.field_rules import FieldRule, parse_rules
 from mcp_sim.state.layout import properties
@@ -41,7 +42,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 TOOL_FIELDS = {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta",
                "execution", "x-sim"}
 ANNOTATION_FIELDS = {"title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
-X_SIM_FIELDS = {"examples", "fixtures", "faults", "state", "rules", "read_only", *INTERACTION_FIELDS}
+X_SIM_FIELDS = {"examples", "fixtures", "faults", "state", "rules", "read_only", "text_json", *INTERACTION_FIELDS}
 FILE_FIELDS = {"tools", "world", "server", "nextCursor", "_meta", *SURFACE_FIELDS}
 
 
@@ -79,6 +80,9 @@ class ToolSpec:
     # x-sim.read_only: `mcp-sim shadow` sends this tool's calls to the real server (true) or simulates them
     # (false), whatever its annotations say; None: the annotations decide.
     read_only: bool | None = None
+    # x-sim.text_json: the tool answers a JSON object as text (mcp_sim.core.text_json). `output_schema` then
+    # holds its schema, for answering; tools/list still advertises none.
+    text_json: TextJson | None = None
 
     def definition(self) -> dict[str, Any]:
         """The MCP Tool object exactly as the spec declares it (what tools/list advertises)."""
@@ -287,16 +291,21 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     output_schema = raw.get("outputSchema")
     output_ok = output_schema is None or check_schema(output_schema, f"{label}/outputSchema", problems,
                                                        require_object=True)
+    x_sim = raw.get("x-sim")
+    text_json = parse_text_json(x_sim.get("text_json") if isinstance(x_sim, dict) else None,
+                                f"{label}/x-sim/text_json", output_schema is not None, problems)
+    if text_json is not None and isinstance(x_sim, dict):  # answered as if the schema were its outputSchema
+        output_schema = text_json.schema
+        x_sim = {**x_sim, "examples": _parsed_text_examples(x_sim.get("examples"))}
     annotations = raw.get("annotations")
     if annotations is not None:
         _check_annotations(annotations, f"{label}/annotations", problems)
     # A broken schema is reported once, not again for every example checked against it ({} accepts anything).
-    examples = _parse_examples(raw.get("x-sim"), label, input_schema if input_ok else {},
+    examples = _parse_examples(x_sim, label, input_schema if input_ok else {},
                                output_schema if output_ok else {}, problems)
-    fixtures = _parse_fixtures(raw.get("x-sim"), ToolShape(name, input_schema, output_schema), label, problems)
-    faults = _parse_faults(raw.get("x-sim"), name, f"{where}/x-sim/faults", problems)
-    state = _parse_state(raw.get("x-sim"), f"{label}/x-sim/state", problems)
-    x_sim = raw.get("x-sim")
+    fixtures = _parse_fixtures(x_sim, ToolShape(name, input_schema, output_schema), label, problems)
+    faults = _parse_faults(x_sim, name, f"{where}/x-sim/faults", problems)
+    state = _parse_state(x_sim, f"{label}/x-sim/state", problems)
     rules = _parse_rules(x_sim, input_schema if input_ok else {}, output_schema, f"{label}/x-sim/rules", problems)
     interactions = parse_interactions(x_sim, label, problems) if isinstance(x_sim, dict) else Interactions()
     read_only = x_sim.get("read_only") if isinstance(x_sim, dict) else None
@@ -308,7 +317,22 @@ def _parse_tool(raw: Any, where: str, problems: list[str]) -> ToolSpec | None:
     return ToolSpec(name=name, input_schema=input_schema, description=raw.get("description"),
                     title=raw.get("title"), output_schema=output_schema, annotations=annotations,
                     examples=examples, fixtures=fixtures, faults=faults, state=state, interactions=interactions,
-                    rules=rules, read_only=read_only, declared={k: v for k, v in raw.items() if k != "x-sim"})
+                    rules=rules, read_only=read_only, text_json=text_json,
+                    declared={k: v for k, v in raw.items() if k != "x-sim"})
+
+
+def _parsed_text_examples(raw: Any) -> Any:
+    """A text_json tool's examples with each successful answer's JSON text as the object it holds (checked
+    against the schema as any structured example); failures stay text."""
+    if not isinstance(raw, list):
+        return raw
+    parsed = []
+    for example in raw:
+        if isinstance(example, dict) and not example.get("isError") and isinstance(example.get("result"), str):
+            value = json_object(example["result"])
+            example = {**example, "result": value} if value is not None else example
+        parsed.append(example)
+    return parsed
 
 
 def _check_annotations(annotations: Any, where: str, problems: list[str]) -> None:

@@ -174,8 +174,9 @@ def _score(mode: str, session_id: str, session: str, earlier: Sequence[TraceReco
     real = Observation.from_wire(record.result)
     tool = tools.get(record.tool)
     written = [r.arguments for r in earlier if not r.is_error]
-    scores = score_step(real, simulated, tool.output_schema if tool else None, written, record.arguments,
-                        rel_tol)
+    # The schema the real tool declares: a text_json tool's inferred one is for answering, not for scoring.
+    declared = tool.output_schema if tool is not None and tool.text_json is None else None
+    scores = score_step(real, simulated, declared, written, record.arguments, rel_tol)
     if judge is not None:
         scores.judge = judge.rate(tool, earlier, record, simulated)
     return StepResult(mode, session, record.step, record.tool, real, simulated, scores, seconds, record.server)

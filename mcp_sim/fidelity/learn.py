@@ -17,6 +17,8 @@ from typing import Any
 
 from mcp_sim.base.likeness import distance, features
 from mcp_sim.core.specs import validation_error
+from mcp_sim.core.text_json import json_object
+from mcp_sim.fidelity.learn_text_json import learn_text_json
 from mcp_sim.rehearsal.traces import TraceRecord
 from mcp_sim.state.field_rules import Past, learn_rules, rules_to_spec
 from mcp_sim.state.naming import statement_argument, words
@@ -33,6 +35,7 @@ class LearnReport:
     skipped: list[str] = field(default_factory=list)  # why some records could not become examples
     rules: dict[str, list[str]] = field(default_factory=dict)  # per tool, the rules learned (described)
     catalog: dict[str, str] = field(default_factory=dict)  # catalog tools: the statement each became
+    text_json: dict[str, str] = field(default_factory=dict)  # text tools that answer JSON: their shape, in words
 
 
 def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool: int = DEFAULT_MAX_PER_TOOL,
@@ -44,6 +47,7 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
         for tool in tools.values():
             tool.get("x-sim", {}).pop("examples", None)
             tool.get("x-sim", {}).pop("rules", None)
+            tool.get("x-sim", {}).pop("text_json", None)
             if tool.get("x-sim") == {}:
                 del tool["x-sim"]
     candidates: dict[str, list[dict[str, Any]]] = {}
@@ -66,6 +70,7 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
         elif not sim:
             del tools[name]["x-sim"]  # made empty just above
         report.added[name] = len(chosen)
+    report.text_json = learn_text_json(tools, records)
     _learn_rules(tools, records, report)
     _learn_catalog(tools, records, report)
     return report
@@ -131,8 +136,8 @@ def _learn_rules(tools: dict[Any, dict[str, Any]], records: Sequence[TraceRecord
     history = [[Past(record.tool, record.arguments, _answer(record)) for record in found]
                for found in _sessions(records).values()]
     for name, tool in tools.items():
-        output_schema = tool.get("outputSchema")
         sim = tool.get("x-sim") or {}
+        output_schema = tool.get("outputSchema") or (sim.get("text_json") or {}).get("schema")
         if not isinstance(output_schema, dict) or sim.get("rules"):
             continue
         rules = learn_rules(str(name), tool.get("inputSchema") or {}, output_schema, history)
@@ -142,8 +147,11 @@ def _learn_rules(tools: dict[Any, dict[str, Any]], records: Sequence[TraceRecord
 
 
 def _answer(record: TraceRecord) -> dict[str, Any] | None:
+    """The recorded answer as an object: its structuredContent, else the JSON object its text holds."""
+    if record.is_error:
+        return None
     structured = record.structured
-    return structured if not record.is_error and isinstance(structured, dict) else None
+    return structured if isinstance(structured, dict) else json_object(record.text)
 
 
 def example_from_record(record: TraceRecord, tool: dict[str, Any], max_chars: int
