@@ -31,6 +31,9 @@ class Recording:
     def where(self, endpoint: Endpoint) -> str:
         return f"recording at {endpoint.host}"
 
+    def page(self, endpoint: Endpoint) -> str | None:
+        return None  # no world page
+
     def serving(self, endpoint: Endpoint, launch: Launch) -> Serving:
         async def run() -> None:
             self.launched.append(launch)

@@ -51,8 +51,9 @@ def shot(page: Page, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    process, url = start_http_server(str(TODO))
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    ledger = tmp_path_factory.mktemp("ui") / "ledger.jsonl"
+    process, url = start_http_server(str(TODO), "--ledger", str(ledger))
     try:
         yield url
     finally:
@@ -100,6 +101,9 @@ def test_calls_arrive_on_the_open_page_without_a_reload(server: str, page: Page)
     tasks = page.locator("table.collection[data-collection=tasks]")
     expect(tasks.locator("tr.row")).to_have_count(4)  # Buy milk and the three created
     expect(tasks.locator("tr.row.added")).to_have_count(1)  # the last call's change is marked
+    writes = page.locator("table.writes tr.write")
+    expect(writes).to_have_count(3)  # the ledger's would-be writes of this world
+    expect(writes.first).to_contain_text("create_task")
     shot(page, "2-calls-arrive")
 
 
@@ -123,6 +127,10 @@ def test_a_writes_diff_the_state_before_it_then_fork_and_reset(server: str, page
     page.locator("li.call[data-number='1'] a.before").click()
     expect(tasks.locator("tr.row[data-key=T-2]")).to_have_count(0)  # before the create: not there yet
     shot(page, "4-before")
+    page.locator("li.call[data-number='2'] a.after").focus()  # by keyboard: every control is a link or a button
+    page.keyboard.press("Enter")
+    expect(page.locator("#state-title")).to_contain_text("after call #2")
+    expect(milk.locator("td.changed-cell")).to_have_text("true")
 
     answers = iter(["travel-copy"])
     page.on("dialog", lambda dialog: dialog.accept(next(answers, None)) if dialog.type == "prompt"
