@@ -213,3 +213,50 @@ def test_declared_reads_of_an_unannotated_server_are_real_and_its_database_is_un
     with sqlite3.connect(database) as connection:
         assert connection.execute("SELECT name FROM users").fetchall() == [("ada",)]
         assert connection.execute("SELECT name FROM sqlite_master WHERE name = 'orders'").fetchall() == []
+
+
+# --- Sampling and subscriptions pass through (the reference server-everything, no model) ----------------
+
+
+def test_the_real_servers_sampling_and_resource_updates_reach_the_agent(tmp_path: Path) -> None:
+    """A real read that asks the client to sample gets the agent's answer, and a resource the agent watches
+    reports the real server's updates. The two tools are declared read-only here (server-everything marks
+    neither): only then does shadow let them reach the real server."""
+    from tests.fidelity_helpers import everything_server
+
+    asked: list[str] = []
+    updated: list[str] = []
+    trace = tmp_path / "real.jsonl"
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        block = params.messages[0].content
+        asked.append(block.text if isinstance(block, types.TextContent) else "")
+        return types.CreateMessageResult(role="assistant", model="the-agents-model",
+                                         content=types.TextContent(type="text", text="sampled by the agent"))
+
+    async def notified(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+
+    async def run() -> types.CallToolResult:
+        command = mcp_sim_command("shadow", "--replay-only", "--record", str(trace),
+                                  "--read-only", "trigger-sampling-request", "--read-only", "toggle-subscriber-updates",
+                                  "--", *everything_server("stdio"))
+        async with Client(stdio(command), mode="legacy", sampling_callback=sample,
+                          message_handler=notified) as client:
+            sampled = await client.call_tool("trigger-sampling-request", {"prompt": "name a colour", "maxTokens": 5})
+            await client.call_tool("toggle-subscriber-updates", {})  # the real server: updates every 5 s
+            # Subscribed after the call, so that mcp-sim's own "a write may have changed it" is not what arrives.
+            uri = "demo://resource/static/document/architecture.md"
+            await client.subscribe_resource(uri)
+            with anyio.fail_after(15):
+                while uri not in updated:
+                    await anyio.sleep(0.1)
+            return sampled
+
+    sampled = anyio.run(run)
+    assert from_real(sampled) and "sampled by the agent" in text(sampled)  # the agent's answer, through the server
+    assert asked and "name a colour" in asked[0]
+    recorded = [json.loads(line) for line in trace.read_text().splitlines()]
+    sampling = next(r for r in recorded if r["tool"] == "trigger-sampling-request")
+    assert any(event.get("request") == "sampling/createMessage" for event in sampling["interactions"])

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from mcp_sim.core.prompt_budget import SpecFit
     from mcp_sim.core.simulator import Simulator
     from mcp_sim.rehearsal.setup import RehearsalSettings
+    from mcp_sim.serving.server_features import Peers
 
 
 def serving_options(command: Any) -> Any:
@@ -94,10 +95,11 @@ def serve_catalog(catalog: Catalog, *, specs: tuple[str, ...], transport: str, h
                   http_security: HttpSecurity, scenario: str | None, state_dir: Path | None, max_worlds: int,
                   store: str | None, first_sources: Callable[[Simulator], list[AnswerSource]] | None = None,
                   around: Callable[[Serving], Serving] | None = None, ui_port: int | None = None,
-                  **engine: Any) -> None:
+                  peers: Peers | None = None, **engine: Any) -> None:
     """Serve CATALOG until stopped (`serve`'s body). FIRST_SOURCES gives answer sources asked before all others,
     made from the built simulator (shadow's real server); AROUND wraps the serving coroutine (shadow holds its
-    connection to the real server open around it)."""
+    connection to the real server open around it); PEERS, what the server keeps of its clients (shadow's
+    subscriptions reach the real server)."""
     from mcp_sim.serving.admin import admin_routes
     from mcp_sim.serving.reload import SpecReloader, serve_reloading
     from mcp_sim.serving.scheduler import FairScheduler
@@ -125,7 +127,7 @@ def serve_catalog(catalog: Catalog, *, specs: tuple[str, ...], transport: str, h
     # The pool fills each of the --parallel instances up to its --slots calls, so this many decode at once
     # (tests/test_pool.py); the scheduler lets exactly that many through and queues the rest fairly.
     scheduler = FairScheduler(slots=engine["parallel"] * engine["slots"], max_waiting=max_queue)
-    peers = Peers()
+    peers = peers or Peers()
     serving = functools.partial(create_server, world_scope=world_scope, scheduler=scheduler,
                                 expose_world=expose_world, warmup=warmup, peers=peers, list_changed=reload_specs)
     server = serving(simulator)

@@ -38,8 +38,10 @@ def shadow(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
     """Dry-run against a real server: `shadow -- COMMAND ARGS` (or `--url URL`). Reads marked read-only come
     from it; writes are simulated and never reach it. With --replay TRACE and no server: offline."""
     from mcp_sim.fidelity.mirror import fetch_server
+    from mcp_sim.fidelity.record_interactions import CallTaps
     from mcp_sim.fidelity.upstream import connect, parse_env, run_upstream, server_target
     from mcp_sim.rehearsal.shadow import ShadowSource, plan_lines, route
+    from mcp_sim.serving.server_features import Peers
 
     traces, serving["replay"] = [str(path) for path in serving["replay"]], ()  # a trace stands in for the server
     offline = not server_command and not url and bool(traces)
@@ -50,8 +52,8 @@ def shadow(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
         raise McpSimError("--replay replays a recorded shadow rehearsal without the real server: give it "
                           "with --spec and no server command")
     target = None if offline else server_target(server_command, url, parse_env(env_pairs))
-    if spec_path is None:
-        catalog = _mirrored(run_upstream(fetch_server, target))
+    if spec_path is None:  # mirrored as the shadow connects: some servers list tools by what the client offers
+        catalog = _mirrored(run_upstream(fetch_server, target, CallTaps().callbacks()))
     else:
         catalog = load_catalog([spec_path])
     unknown = sorted(set(read_only) - set(catalog.tools))
@@ -64,18 +66,22 @@ def shadow(server_command: tuple[str, ...], url: str | None, env_pairs: tuple[st
         return
     server_name = url or (" ".join(server_command) if server_command else f"the recording {', '.join(traces)}")
     real, close = _real_side(traces, record_to, server_name)
+    peers = Peers()
+    if not offline:
+        peers.subscriptions.upstream = real  # an agent's subscription is made on the real server too
 
     def around(run: Any) -> Any:
         assert target is not None  # only a rehearsal with a real server is served around a connection
 
         async def connected() -> None:
-            async with connect(target) as client:  # leaving it stops a stdio server
+            # Leaving it stops a stdio server.
+            async with connect(target, **real.callbacks(peers.subscriptions)) as client:
                 real.client = client
                 await run()
         return connected
 
     try:
-        serve_catalog(catalog, specs=(), reload_specs=False, **serving,
+        serve_catalog(catalog, specs=(), reload_specs=False, **serving, peers=peers,
                       first_sources=lambda simulator: [ShadowSource(routes, simulator.state, real, server_name)],
                       around=None if offline else around)
     finally:

@@ -35,9 +35,11 @@ class MirroredServer:
     capabilities: dict[str, Any] = field(default_factory=dict)
 
 
-async def fetch_server(target: StdioServerParameters | str) -> MirroredServer:
-    """Connect, page through tools/list (and the resource and prompt lists), and keep everything a spec needs."""
-    async with connect(target) as client:
+async def fetch_server(target: StdioServerParameters | str, callbacks: dict[str, Any] | None = None
+                       ) -> MirroredServer:
+    """Connect, page through tools/list (and the resource and prompt lists), and keep everything a spec needs.
+    CALLBACKS (Client keyword arguments) declare what the client offers: some servers list tools by it."""
+    async with connect(target, **(callbacks or {})) as client:
         tools = await list_all_tools(client)
         info = client.server_info
         return MirroredServer(

@@ -1,6 +1,10 @@
 """The real side of `mcp-sim shadow`: a live connection the read-only calls go to (each recorded when asked),
 or a recording of one, so the same rehearsal replays offline.
 
+What the real server sends during a call (sampling, elicitation and roots requests, log messages, progress)
+is relayed to the agent whose call it is, as `record` relays it (mcp_sim.fidelity.record_interactions), and
+kept in the trace; its resources/updated reach the agents subscribed to the resource.
+
 Both are `RealCall`s (mcp_sim.rehearsal.shadow): the answer source calls them from the worker thread a
 call is answered on; the live connection's client lives on the event loop, so it is reached from there.
 """
@@ -20,8 +24,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_sim.base.errors import McpSimError
 from mcp_sim.core.resource_reads import READ_TOOL
 from mcp_sim.fidelity.record import forward_call, wire_result
+from mcp_sim.fidelity.record_interactions import CallTaps
 from mcp_sim.fidelity.recorder import Recorder
 from mcp_sim.rehearsal.cassettes import Cassette
+from mcp_sim.serving.server import CALLER
+from mcp_sim.serving.server_features import Subscriptions
 
 
 class RealServer:
@@ -31,27 +38,60 @@ class RealServer:
         self.client: Client | None = None
         self.recorder = recorder
         self.session = session
+        self.taps = CallTaps()  # the agents' calls in flight here, for what the real server sends during them
 
-    def __call__(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def callbacks(self, subscriptions: Subscriptions | None = None) -> dict[str, Any]:
+        """The real server's Client keyword arguments: it declares sampling, elicitation and roots, relays them
+        to the agent of the call in flight, and hands resources/updated to SUBSCRIPTIONS."""
+        relayed = self.taps.callbacks()
+        notified = relayed["message_handler"]
+
+        async def message_handler(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification) and subscriptions is not None:
+                await subscriptions.updated(str(message.params.uri))
+                return
+            await notified(message)
+
+        return {**relayed, "message_handler": message_handler}
+
+    async def subscribe(self, uri: str) -> None:
+        await self._connected().subscribe_resource(uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        await self._connected().unsubscribe_resource(uri)
+
+    def _connected(self) -> Client:
         if self.client is None:
             raise McpSimError("the real server is not connected yet")
+        return self.client
+
+    def __call__(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        client = self._connected()
         started = time.perf_counter()
+        events: list[dict[str, Any]] = []
         try:
-            wire = anyio.from_thread.run(self._ask, self.client, tool, arguments)
+            wire = anyio.from_thread.run(self._ask, client, tool, arguments, CALLER.get(), events)
         except MCPError as exc:  # the real server refused the request: the agent sees its words
             wire = {"content": [{"type": "text", "text": exc.message}], "isError": True}
         if self.recorder is not None:
             step = self.recorder.next_step(self.session)
-            self.recorder.record(self.session, step, tool, arguments, wire, (time.perf_counter() - started) * 1000)
+            self.recorder.record(self.session, step, tool, arguments, wire, (time.perf_counter() - started) * 1000,
+                                 interactions=events or None)
         return wire
 
-    @staticmethod
-    async def _ask(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _ask(self, client: Client, tool: str, arguments: dict[str, Any], caller: Any,
+                   events: list[dict[str, Any]]) -> dict[str, Any]:
         if tool == READ_TOOL:
             read = await client.read_resource(str(arguments.get("uri", "")))
             return {"content": [{"type": "text", "text": _resource_text(read)}], "isError": False}
         params = types.CallToolRequestParams(name=tool, arguments=arguments)
-        return wire_result(await forward_call(client, params))
+        if caller is None:  # not an agent's tool call (a read before a simulated write): nothing to relay to
+            return wire_result(await forward_call(client, params))
+        with self.taps.open(caller) as tap:
+            try:
+                return wire_result(await forward_call(client, params, tap.progress))
+            finally:
+                events.extend(tap.events)
 
 
 class RecordedReads:

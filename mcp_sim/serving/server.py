@@ -11,6 +11,7 @@ import json
 import logging
 import warnings
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from mcp_sim.serving.warmup import Warmup
 
 logger = logging.getLogger(__name__)
+# The agent's request a tool call is answered for, while it is: an answer source that asks a real server
+# (shadow) relays that server's sampling, elicitation and notifications to this agent, on this request.
+CALLER: ContextVar[Any] = ContextVar("mcp_sim_caller", default=None)
 
 RequestContext = ServerRequestContext[Any, Any]
 
@@ -99,9 +103,13 @@ def create_server(simulator: Simulator, *, name: str = "mcp-sim", world_scope: s
             await send_notifications(ctx, interactions.notifications, levels)
             if interactions.close_stream:
                 await close_stream(ctx)
-            result = await answer_in_world(simulator, tool, params.arguments, world, scenario,
-                                           send_progress=ctx.session.report_progress, label=params.name,
-                                           scheduler=scheduler, warmup=warmup, client=client)
+            caller = CALLER.set(ctx)  # the worker thread that answers inherits it (anyio copies the context)
+            try:
+                result = await answer_in_world(simulator, tool, params.arguments, world, scenario,
+                                               send_progress=ctx.session.report_progress, label=params.name,
+                                               scheduler=scheduler, warmup=warmup, client=client)
+            finally:
+                CALLER.reset(caller)
         except InputRequired as needed:  # stateless: the client answers the requests and calls again
             return needed.result
         except ClientRefused as exc:

@@ -16,7 +16,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
@@ -107,22 +107,43 @@ def _argument_values(tools: Iterable[ToolSpec], name: str) -> Iterable[str]:
                 yield str(example.arguments[name])
 
 
+class Upstream(Protocol):
+    """A real server whose resources the subscriptions watch too (shadow)."""
+
+    async def subscribe(self, uri: str) -> None: ...
+
+    async def unsubscribe(self, uri: str) -> None: ...
+
+
 @dataclass
 class Subscriptions:
-    """Which client connection watches which URI, and from which world."""
+    """Which client connection watches which URI, and from which world. With an `upstream`, a subscription is
+    made there as well, and its resources/updated reach every watcher of the URI (`updated`)."""
 
     _watchers: dict[str, dict[int, tuple[str, Any]]] = field(default_factory=dict)
+    upstream: Upstream | None = None
 
     def handlers(self, world_of: WorldOf) -> dict[str, Any]:
         async def subscribe(ctx: RequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
-            self._watchers.setdefault(str(params.uri), {})[id(connection_of(ctx))] = (world_of(ctx)[0], ctx.session)
+            uri = str(params.uri)
+            if self.upstream is not None and not self._watchers.get(uri):
+                await self.upstream.subscribe(uri)  # its refusal is the agent's error, as from the real server
+            self._watchers.setdefault(uri, {})[id(connection_of(ctx))] = (world_of(ctx)[0], ctx.session)
             return types.EmptyResult()
 
         async def unsubscribe(ctx: RequestContext, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-            self._watchers.get(str(params.uri), {}).pop(id(connection_of(ctx)), None)
+            uri = str(params.uri)
+            watchers = self._watchers.get(uri, {})
+            if watchers.pop(id(connection_of(ctx)), None) is not None and not watchers and self.upstream is not None:
+                await self.upstream.unsubscribe(uri)
             return types.EmptyResult()
 
         return {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
+
+    async def updated(self, uri: str) -> None:
+        """The upstream server says URI changed: every watcher of it hears so, whatever its world."""
+        for key, (_, session) in list(self._watchers.get(uri, {}).items()):
+            await self._tell(session, uri, self._watchers[uri], key)
 
     async def changed(self, world: str, tool: ToolSpec, unchanging: Callable[[str], bool]) -> None:
         """TOOL was just answered in WORLD: tell the world's subscribers their resources may have changed."""
@@ -134,12 +155,16 @@ class Subscriptions:
             for key, (watched_world, session) in list(watchers.items()):
                 if watched_world != world:
                     continue
-                try:
-                    await session.send_resource_updated(uri)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    watchers.pop(key, None)  # that client is gone
-                except Exception:  # best effort: never fail the call that changed the world
-                    logger.debug("resources/updated to a subscriber failed", exc_info=True)
+                await self._tell(session, uri, watchers, key)
+
+    @staticmethod
+    async def _tell(session: Any, uri: str, watchers: dict[int, tuple[str, Any]], key: int) -> None:
+        try:
+            await session.send_resource_updated(uri)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            watchers.pop(key, None)  # that client is gone
+        except Exception:  # best effort: never fail the call that changed the world
+            logger.debug("resources/updated to a subscriber failed", exc_info=True)
 
 
 
