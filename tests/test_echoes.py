@@ -1,6 +1,8 @@
 """A text answer that echoes the prompt is caught and tried again, then answered in the shape of the
 nearest example, and _meta says so. Measured on real data: no real answer of the benchmark's text tools
-reads as an echo, and the default model's recorded echoes (docs/fidelity/after) are caught."""
+reads as an echo, and the default model's recorded echoes (docs/fidelity/after) are caught. An answer
+copied from another tool (its example, or its answer earlier in the session) is caught too, and no real
+answer, with its real session before it, reads as copied."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from mcp_sim.core.echoes import echo_of
+from mcp_sim.core.echoes import borrowed_from, echo_of
 from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.core.specs import load_catalog
 from mcp_sim.rehearsal.traces import read_traces
@@ -32,6 +34,55 @@ def test_no_real_text_answer_reads_as_an_echo() -> None:
                     assert echo_of(record.text, dataclasses.replace(tool, examples=[])) is None, record.text
                     checked += 1
     assert checked >= 90
+
+
+def _others(tool_name: str, tools: dict, history: list[tuple[str, str, dict]]) -> list[tuple[str, str, dict]]:
+    """What model_answer compares an answer with: the other tools' examples and this session's answers."""
+    return [(other.name, str(example.result), example.arguments) for other in tools.values()
+            if other.name != tool_name for example in other.examples if not example.is_error] + [
+        turn for turn in history if turn[0] != tool_name]
+
+
+def test_no_real_text_answer_reads_as_copied_from_another_tool() -> None:
+    checked = 0
+    for spec in sorted(FIDELITY.glob("*.yaml")):
+        tools = load_catalog([spec]).tools
+        for records in (spec.with_suffix(".jsonl"), spec.with_name(f"{spec.stem}.train.jsonl")):
+            sessions: dict[str, list[tuple[str, str, dict]]] = {}
+            for record in read_traces([records]):
+                history = sessions.setdefault(record.session, [])
+                tool = tools[record.tool]
+                if tool.output_schema is None:
+                    copied = borrowed_from(record.text, record.arguments, tool.examples,
+                                           _others(tool.name, tools, history))
+                    assert copied is None, (spec.stem, record.tool, copied, record.text)
+                    checked += 1
+                history.append((record.tool, record.text, record.arguments))
+    assert checked >= 170
+
+
+def test_the_default_models_recorded_copies_are_caught() -> None:
+    """docs/fidelity/after-text-json: the git session where git_checkout and git_branch answered with
+    git_create_branch's words, and the everything server's get-sum answering like another tool."""
+    git = load_catalog([FIDELITY / "git.yaml"]).tools
+    created = "Created branch 'feature-login' from 'main'"
+    branch = {"repo_path": "/sandbox/repo", "branch_name": "feature-login"}
+    history = [("git_create_branch", created, branch)]
+    for name in ("git_checkout", "git_branch"):
+        copied = borrowed_from(created, branch, git[name].examples, _others(name, git, history))
+        assert copied is not None and "git_create_branch" in copied, name
+    # The same words with another branch put in are still a copy; the tool's own answer is not.
+    other = {"repo_path": "/sandbox/repo", "branch_name": "hotfix"}
+    assert borrowed_from("Created branch 'hotfix' from 'main'", other, git["git_checkout"].examples,
+                         _others("git_checkout", git, history))
+    assert borrowed_from(created, branch, git["git_create_branch"].examples,
+                         _others("git_create_branch", git, [])) is None
+    assert borrowed_from("Switched to branch 'feature-login'", branch, git["git_checkout"].examples,
+                         _others("git_checkout", git, history)) is None
+    # A chatty answer to a person, not the tool's output (recorded on every git_* call of a session).
+    assert echo_of("What would you add to the example above?", git["git_status"])
+    assert echo_of("Would you like me to stage the changes too?", git["git_status"])
+    assert echo_of("Here's the output:\n```\nOn branch main\n```", git["git_status"])
 
 
 def test_the_default_models_recorded_echoes_are_caught() -> None:
@@ -67,12 +118,24 @@ def test_an_echo_is_tried_again_then_answered_from_the_nearest_example() -> None
     assert fallback.text == str(status.examples[0].result) and not fallback.is_error
 
     # The nearest example's answer, with this call's arguments where the example's own stood.
-    branch = catalog.tools["git_create_branch"].examples[0]
-    assert branch.result == "Created branch 'docs' from 'main'"
+    missing = catalog.tools["git_checkout"].examples[0]
+    assert missing.result == "Error executing tool git_checkout: Ref 'nope' did not resolve to an object"
     engine.enqueue(ECHO, ECHO, ECHO)
+    checked_out = simulator.simulate("git_checkout", {"repo_path": "/repo", "branch_name": "feature-login"},
+                                     world="C")
+    assert checked_out.meta[META_KEY]["answered_from"] == "nearest example" and checked_out.is_error
+    assert checked_out.text == "Error executing tool git_checkout: Ref 'feature-login' did not resolve to an object"
     created = simulator.simulate("git_create_branch", {"repo_path": "/repo", "branch_name": "feature-login"},
-                                 world="C")
+                                 world="D")  # answered by the world's state, not the model
     assert created.text == "Created branch 'feature-login' from 'main'"
+    assert created.meta[META_KEY]["source"] == "state"
+
+    # A checkout answered with the branch creation's words, just after it in the same world: tried again.
+    branch = {"repo_path": "/repo", "branch_name": "feature-login"}
+    engine.enqueue(created.text, "Switched to branch 'feature-login'")
+    checkout = simulator.simulate("git_checkout", branch, world="D")
+    assert checkout.text == "Switched to branch 'feature-login'"
+    assert checkout.meta[META_KEY]["attempts"] == 2
 
 
 def test_a_text_tool_whose_examples_share_fixed_words_answers_in_them_without_the_model(tmp_path: Path) -> None:

@@ -65,13 +65,14 @@ def test_pick_diverse_prefers_different_arguments_and_one_error() -> None:
                   example({"city": "Paris", "units": "f"}), example({"city": "Oslo", "units": "f"}),
                   example({"city": "Nowhere", "units": "c"}, error=True)]
     chosen = pick_diverse(candidates, [], 4)
-    assert [c["arguments"]["city"] for c in chosen] == ["Paris", "Oslo", "Paris", "Nowhere"]
-    assert chosen[2]["arguments"]["units"] == "f"
+    # The error second, among the examples the system prompt shows; then the farthest successes.
+    assert [c["arguments"]["city"] for c in chosen] == ["Paris", "Nowhere", "Oslo", "Paris"]
+    assert chosen[3]["arguments"]["units"] == "f"
     with_error = pick_diverse(candidates, [], 5)
-    assert len(with_error) == 4 and with_error[-1].get("isError")  # duplicates dropped, errors last
+    assert len(with_error) == 4 and with_error[1].get("isError")  # duplicates dropped
     # The successes alone would fill every place: one is kept for the way the real tool fails.
     assert [bool(c.get("isError")) for c in pick_diverse(candidates, [], 2)] == [False, True]
-    assert [c["arguments"]["city"] for c in pick_diverse(candidates, [], 3)] == ["Paris", "Oslo", "Nowhere"]
+    assert [c["arguments"]["city"] for c in pick_diverse(candidates, [], 3)] == ["Paris", "Nowhere", "Oslo"]
     # One place holds a success; an error already in the spec leaves every place to successes.
     assert not pick_diverse(candidates, [], 1)[0].get("isError")
     assert not any(c.get("isError") for c in pick_diverse(candidates, [example({"city": "X"}, True)], 3))

@@ -56,6 +56,12 @@ ATTEMPTS = 3
 MAX_ARGUMENT_BYTES = 64 * 1024
 # Seconds one call may take once its world's turn comes; 0: no limit (a slow model may take minutes).
 CALL_TIMEOUT_S = 0.0
+# Examples of each tool in the shared system prompt; a call of a tool with more brings the NEAREST_EXAMPLES of
+# the rest nearest to its arguments (an indexed spec shows none in its system prompt, so all are "the rest").
+SHOWN_EXAMPLES = 2
+NEAREST_EXAMPLES = 2
+# learn: the most characters of examples kept per tool (every distinct one that fits, farthest first).
+LEARN_TOOL_CHARS = 6000
 # Grammar bounds on every unbounded string and array, so a small model cannot loop.
 MAX_STRING = 80
 MAX_ITEMS = 5

@@ -153,21 +153,25 @@ def _read_document(path: Path) -> dict[str, Any]:
               help="The spec to teach (usually written by `mcp-sim mirror`).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the taught spec. Default: update --spec in place.")
-@click.option("--max-per-tool", type=click.IntRange(1), default=2, show_default=True,
-              help="Most examples per tool (existing ones count).")
+@click.option("--max-per-tool", type=click.IntRange(1), default=None,
+              help="Most examples per tool (existing ones count). Default: every distinct one within --tool-chars.")
+@click.option("--tool-chars", type=click.IntRange(100), default=defaults.LEARN_TOOL_CHARS, show_default=True,
+              help="Most characters of examples per tool. The system prompt shows each tool's first "
+                   f"{defaults.SHOWN_EXAMPLES}; a call brings the {defaults.NEAREST_EXAMPLES} of the rest "
+                   "nearest to it.")
 @click.option("--max-chars", type=click.IntRange(100), default=1500, show_default=True,
-              help="Longer examples are skipped: every example is in every prompt.")
+              help="Longer examples are skipped.")
 @click.option("--replace", is_flag=True, help="Drop the tools' existing examples first.")
 @handle_errors
-def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_tool: int, max_chars: int,
-          replace: bool) -> None:
+def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_tool: int | None,
+          tool_chars: int, max_chars: int, replace: bool) -> None:
     """Add real recorded results from TRACES to a spec as x-sim.examples, and the fields they show computed
     (counts, copies of arguments, growing lists) as x-sim.rules."""
     from mcp_sim.fidelity import learn as learning
     from mcp_sim.rehearsal.traces import read_traces
 
     document = _read_document(spec_path)
-    report = learning.learn(document, read_traces(list(traces)), max_per_tool, max_chars, replace)
+    report = learning.learn(document, read_traces(list(traces)), max_per_tool, max_chars, replace, tool_chars)
     for reason in report.skipped:
         click.echo(f"skipped {reason}", err=True)
     _write_checked(document, out or spec_path)

@@ -1,12 +1,14 @@
 """An answer that echoes the prompt instead of answering: a small model asked for a text tool's output
 often writes the prompt's own words back ("The world description says ...", 'The "git_commit" command is
 used to ...', the tool's description word for word). `echo_of` says what was echoed, so the call is tried
-again; `nearest_example` is the answer in the tool's own shape when every attempt echoed."""
+again; `borrowed_from` finds an answer copied from another tool (its example, or its answer earlier in the
+session); `nearest_example` is the answer in the tool's own shape when every attempt echoed."""
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mcp_sim.base.likeness import distance, features
@@ -17,7 +19,10 @@ from mcp_sim.core.specs import Example, ToolSpec
 PROMPT_WORDS = ("the tool ", "tool is used to", "command is used to", "the above command", "world description",
                 "the world's ", "json schema", "inputschema", "outputschema", "the simulator",
                 "this call touches", "the response is:", "tool definitions", "predicted observation",
-                "action space", "it is only able to", "the example above", "the examples above")
+                "action space", "it is only able to", "the example above", "the examples above",
+                # A model that speaks to a person instead of printing the tool's output (the default model's
+                # "What would you add to ...?", a shell snippet in a code fence).
+                "would you", "here's", "here is the", "let me ", "as an ai", "```")
 # How many words in a row copied from the tool's description or argument schema make an echo.
 COPIED_RUN = 6
 MIN_COPIED = 4  # a description shorter than this is a phrase a real answer may use
@@ -44,6 +49,43 @@ def echo_of(answer: str, tool: ToolSpec) -> str | None:
         if copied:
             return f"the answer copies the tool's definition ({' '.join(copied[0])!r})"
     return None
+
+
+# How alike (difflib's ratio) an answer and another tool's answer must be, each with its own call's
+# arguments taken out, for the answer to count as a copy of the other.
+BORROWED_LIKENESS = 0.85
+
+
+def borrowed_from(answer: str, arguments: dict[str, Any], own: Iterable[Example],
+                  others: Iterable[tuple[str, str, dict[str, Any]]]) -> str | None:
+    """Which other tool ANSWER (to ARGUMENTS) was copied from, as a reason, or None. OTHERS are (tool,
+    answer, its arguments): the examples of the file's other tools and their answers earlier in the session,
+    which a small model copies ("Created branch 'x'" for a git_checkout, the echo tool's "Echo: ..." for
+    get-sum). Answers are compared with their own arguments taken out, so a copy with this call's values put
+    in is still a copy; it must be more like the other's answer than like any of the tool's OWN examples."""
+    mine = _without(answer, arguments)
+    if not mine:
+        return None
+
+    def likeness(text: str, values: dict[str, Any]) -> float:
+        return difflib.SequenceMatcher(None, mine, _without(text, values), autojunk=False).ratio()
+
+    best_own = max((likeness(str(example.result), example.arguments) for example in own), default=0.0)
+    for name, text, values in others:
+        alike = likeness(text, values)
+        if alike >= BORROWED_LIKENESS and alike > best_own:
+            return f"the answer copies {name}'s answer ({alike:.0%} alike)"
+    return None
+
+
+def _without(text: str, arguments: dict[str, Any]) -> str:
+    """TEXT with the values of ARGUMENTS taken out (the longest first) and its spaces made one."""
+    values = sorted({str(value) for value in arguments.values() if _slot(value) and len(str(value)) > 1},
+                    key=len, reverse=True)
+    if values:
+        # Whole values only: "success" is taken out of "status: success", not out of "successfully".
+        text = re.sub("|".join(rf"(?<!\w){re.escape(value)}(?!\w)" for value in values), "\x00", text)
+    return " ".join(text.split())
 
 
 def nearest_example(examples: Sequence[Example], arguments: dict[str, Any], scenario: str) -> Example | None:

@@ -15,12 +15,13 @@ from mcp_sim.base import defaults
 from mcp_sim.base.grammar_schema import prepare_for_grammar
 from mcp_sim.base.result import SimulationMeta
 from mcp_sim.core.calls import Call, SimulationResult
-from mcp_sim.core.echoes import echo_of, in_shape_of, nearest_example
+from mcp_sim.core.echoes import borrowed_from, echo_of, in_shape_of, nearest_example
 from mcp_sim.core.prompt import (
     Turn,
     build_messages,
     error_schema,
     extract_observation,
+    nearest_demonstrations,
     parse_error,
     prompt_action,
     render_error,
@@ -190,7 +191,8 @@ class ModelAnswerer:
             message = parse_error(text, structured=False) if opts.simulate_errors else None
             if message is not None:
                 return _Attempt(None, message, None, generation, tool_error=True)
-            echo = echo_of(text, tool) if problem is None else None
+            echo = (echo_of(text, tool) or borrowed_from(text, call.arguments, tool.examples, _other_answers(call))
+                    if problem is None else None)
             return _Attempt(None, text, echo or problem, generation, echo=echo is not None)
         return self._check_structured(tool.output_schema, text, generation, pins)
 
@@ -242,6 +244,9 @@ class ModelAnswerer:
         # outputSchema gets them pinned instead, and no note: a note lives in this prompt only, so the next
         # call's prompt would share less of this one's (its observation re-read on every call).
         note = call.state.note if call.state is not None and call.tool.output_schema is None else None
+        # The real answers nearest to this call that the system prompt leaves out (core.demonstrations).
+        examples = nearest_demonstrations(call.tool, call.arguments, world.scenario)
+        note = "\n\n".join(filter(None, [examples, note])) or None
 
         def compose(turns: list[Turn]) -> list[ChatMessage]:
             return _with_note(build_messages(system, turns, action, style), note)
@@ -274,3 +279,21 @@ def _with_note(messages: list[ChatMessage], note: str | None) -> list[ChatMessag
         return messages
     last = messages[-1]
     return [*messages[:-1], ChatMessage(last.role, f"{last.content}\n\n{note}")]
+
+
+def _other_answers(call: Call) -> list[tuple[str, str, dict[str, Any]]]:
+    """(tool, answer, arguments) of the other tools of CALL's file: their examples, and their answers in
+    this session."""
+    tool = call.tool
+    siblings = tool.spec_set.tools if tool.spec_set is not None else []
+    found = [(other.name, str(example.result), example.arguments) for other in siblings if other.name != tool.name
+             for example in other.examples if not example.is_error]
+    for turn in call.history:
+        try:
+            action = json.loads(turn.action)
+            name, arguments = action["name"], action.get("arguments") or {}
+        except (ValueError, KeyError, TypeError):
+            continue
+        if name != tool.name and isinstance(arguments, dict):
+            found.append((str(name), turn.observation, arguments))
+    return found

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.base.reasoning import strip_reasoning
+from mcp_sim.core.demonstrations import nearest, shown
 from mcp_sim.core.resources import surface_prompt
 from mcp_sim.core.scenarios import DEFAULT_SCENARIO
 from mcp_sim.core.specs import Example, SpecSet, ToolSpec
@@ -20,6 +21,7 @@ from mcp_sim.engines.base import ChatMessage
 # (model_answer.py). Answers cached under an older version then miss instead of answering a prompt that
 # is no longer sent.
 PROMPT_VERSION = "2"  # 2: reasoning taken out by the official parser's rules (a lone </think> too)
+# (A call's nearest examples need no bump: the examples a call may bring are part of its key, sources.py.)
 
 # Modelled on Qwen-AgentWorld's MCP world-model prompt: role, tool definitions, world, demonstrations.
 ROLE = (
@@ -205,9 +207,22 @@ def _prompt_definition(tool: ToolSpec) -> dict[str, Any]:
 
 
 def _examples(spec_set: SpecSet, scenario: str) -> list[tuple[ToolSpec, Example]]:
-    """The demonstrations a world of `scenario` sees: every tool's general examples and the scenario's own."""
-    return [(tool, example) for tool in spec_set.tools for example in tool.examples
-            if example.scenario in (None, scenario)]
+    """The demonstrations a world of `scenario` sees: each tool's first examples, general or the scenario's
+    own (core.demonstrations)."""
+    return [(tool, example) for tool in spec_set.tools for example in shown(tool, scenario)]
+
+
+NEAREST_INTRO = "Real answers of this tool to calls like this one:"
+
+
+def nearest_demonstrations(tool: ToolSpec, arguments: dict[str, Any], scenario: str) -> str | None:
+    """The tool's examples nearest to this call that the system prompt does not show, as this call's prompt
+    brings them (after the call, like the state's note: the history keeps the bare call), or None."""
+    found = nearest(tool, arguments, scenario)
+    if not found:
+        return None
+    return "\n".join([NEAREST_INTRO, *(f"Action: {render_action(tool.name, example.arguments)}\n"
+                                        f"Observation: {_example_observation(tool, example)}" for example in found)])
 
 
 def _demonstrations(spec_set: SpecSet, scenario: str) -> str:

@@ -1,8 +1,9 @@
 """Teach a spec from real traces: recorded results become the tools' `x-sim.examples`, and the fields the
 real tool computes (a count, a copy of an argument, a list that grows) become its `x-sim.rules`.
 
-Per tool a bounded number of examples, picked for diverse arguments (farthest first), so the model
-sees how the real tool answers different requests rather than one request many times. A rule is kept
+Per tool every distinct example that fits its budget (characters), ordered farthest first, so the
+system prompt's first few show how the real tool answers different requests, and each call brings the rest
+nearest to its own arguments (core.demonstrations). A rule is kept
 only when it reproduces every recorded answer of its tool (state.field_rules); rules the spec already
 declares are kept as written (they are the user's correction) unless --replace.
 """
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_sim.base import defaults
 from mcp_sim.base.likeness import distance, features
 from mcp_sim.core.specs import validation_error
 from mcp_sim.core.text_json import json_object
@@ -25,8 +27,7 @@ from mcp_sim.state.naming import statement_argument, words
 from mcp_sim.state.sql import run
 from mcp_sim.state.sql_catalog import CatalogCase, candidates, reproduces
 
-DEFAULT_MAX_PER_TOOL = 2
-DEFAULT_MAX_CHARS = 1500
+DEFAULT_MAX_CHARS = 1500  # one example; longer ones are skipped
 
 
 @dataclass
@@ -38,9 +39,11 @@ class LearnReport:
     text_json: dict[str, str] = field(default_factory=dict)  # text tools that answer JSON: their shape, in words
 
 
-def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool: int = DEFAULT_MAX_PER_TOOL,
-          max_chars: int = DEFAULT_MAX_CHARS, replace: bool = False) -> LearnReport:
-    """Add examples from `records` to the spec `document` (a mapping with `tools`), in place."""
+def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool: int | None = None,
+          max_chars: int = DEFAULT_MAX_CHARS, replace: bool = False,
+          tool_chars: int = defaults.LEARN_TOOL_CHARS) -> LearnReport:
+    """Add examples from `records` to the spec `document` (a mapping with `tools`), in place: per tool at most
+    MAX_PER_TOOL (None: no limit, existing ones count) of at most TOOL_CHARS characters in all."""
     report = LearnReport()
     tools = {tool.get("name"): tool for tool in document.get("tools", []) if isinstance(tool, dict)}
     if replace:
@@ -64,7 +67,9 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
     for name, found in candidates.items():
         sim = tools[name].setdefault("x-sim", {})
         existing = list(sim.get("examples") or [])
-        chosen = pick_diverse(found, existing, max_per_tool - len(existing))
+        room = len(found) if max_per_tool is None else max_per_tool - len(existing)
+        budget = tool_chars - sum(_size(example) for example in existing)
+        chosen = pick_diverse(found, existing, room, budget)
         if chosen:
             sim["examples"] = existing + chosen
         elif not sim:
@@ -182,15 +187,16 @@ def example_from_record(record: TraceRecord, tool: dict[str, Any], max_chars: in
     return example, None
 
 
-def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[str, Any]], count: int
-                 ) -> list[dict[str, Any]]:
-    """Up to `count` candidates, each as unlike the examples already chosen as possible.
+def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[str, Any]], count: int,
+                 budget: int | None = None) -> list[dict[str, Any]]:
+    """Up to `count` candidates of at most `budget` characters in all, each as unlike the examples already
+    chosen as possible.
 
     Distance is 1 - Jaccard similarity of the arguments' leaf `path=value` pairs (plus the error
     flag); repeated arguments are dropped. At most one failure (flagged, or a result that reads "...
-    error: ...") is taken, and when there is room for two or more examples one place is kept for it:
-    otherwise successes fill every place and the
-    model never sees how the real tool fails. Ties keep recorded order.
+    error: ...") is taken, and when there is room for two or more examples it comes second, among the
+    examples the system prompt shows: otherwise successes fill those places and the model never sees how the
+    real tool fails. Ties keep recorded order.
     """
     chosen: list[dict[str, Any]] = []
     seen = {_key(e) for e in existing}
@@ -201,11 +207,14 @@ def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[s
             pool.append(candidate)
     errors_taken = sum(1 for e in existing if _fails(e))
     # One place for an error, if the spec has none yet, the traces hold one and a success still fits too.
-    reserved = int(errors_taken == 0 and count >= 2 and any(_fails(c) for c in pool))
+    reserved = errors_taken == 0 and count >= 2 and any(_fails(c) for c in pool)
+    error_place = min(count, defaults.SHOWN_EXAMPLES) - 1  # the last place the system prompt shows
+    room = budget
     while pool and len(chosen) < max(0, count):
+        pool = [c for c in pool if room is None or _size(c) <= room]
         successes = [c for c in pool if not _fails(c)]
         errors = [c for c in pool if _fails(c)] if errors_taken == 0 else []
-        if len(chosen) >= count - reserved and errors:
+        if reserved and len(chosen) >= error_place and errors:
             options = errors
         else:
             options = successes or errors
@@ -215,7 +224,12 @@ def pick_diverse(candidates: Sequence[dict[str, Any]], existing: Sequence[dict[s
         pool.remove(picked)
         chosen.append(picked)
         errors_taken += bool(_fails(picked))
+        room = None if room is None else room - _size(picked)
     return chosen
+
+
+def _size(example: dict[str, Any]) -> int:
+    return len(json.dumps(example, ensure_ascii=False))
 
 
 def _key(example: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from mcp_sim.base.content import content_text, is_plain_text
 from mcp_sim.base.result import SimulationMeta
-from mcp_sim.core import prompt
+from mcp_sim.core import demonstrations, prompt
 from mcp_sim.core.calls import Call, SimulationResult
 from mcp_sim.core.prompt import render_error, render_observation
 from mcp_sim.core.specs import ToolSpec
@@ -121,11 +121,21 @@ class CacheKeys:
         # leaves any out, and must still find the keys a recording run computed.
         history = call.world.turns.get(call.source, [])[:call.turns_before]
         return cache_key(model_hash=self.model_hash, prompt_version=self.prompt_version,
-                         spec_digest=json_digest(call.system), history=history, tool=call.tool.name,
+                         spec_digest=_spec_digest(call), history=history, tool=call.tool.name,
                          # What the client answered during the call changes the answer as arguments do.
                          arguments={**call.arguments, "mcp-sim/client": call.client} if call.client
                          else call.arguments, seed=call.seed, options_digest=self.options_digest,
                          state=call.state_digest)
+
+
+def _spec_digest(call: Call) -> str:
+    """What the call's prompt shows of its spec: the system prompt, and the tool's examples it leaves out when
+    there are any, since the call may bring some of them (core.demonstrations). Without such examples the
+    digest is the system prompt's alone, as before, so older caches keep their keys."""
+    unshown = demonstrations.unshown(call.tool, call.world.scenario)
+    if not unshown:
+        return json_digest(call.system)
+    return json_digest([call.system, [[example.arguments, example.result, example.is_error] for example in unshown]])
 
 
 # Options that never change a stored answer: leaving them out keeps the keys of caches recorded before them.
