@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from mcp_sim.app import fit_catalog
 from mcp_sim.cli import cli
-from mcp_sim.core.prompt import compact_definition
+from mcp_sim.core.prompt import INDEX_FIRST_CALL, INDEX_INTRO, compact_definition
 from mcp_sim.core.simulator import SimOptions, Simulator
 from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
@@ -85,7 +85,13 @@ def test_a_spec_of_many_tools_is_indexed_and_each_call_brings_its_own_definition
     assert last.startswith('{"name":"resource7_get"') and last.endswith('{"name": "resource7_get", "arguments": '
                                                                         '{"id": "7"}}')
     assert all(message.content.startswith('{"name": "resource') for message in prompts[-1][1:-1:2])  # history
-    assert len({p[0].content for p in prompts}) == 1  # one system prompt for calls of every tool
+    # One system prompt for calls of every tool; the world's first call goes without the index (it brings
+    # its own definition, and the warm-up reads the index meanwhile).
+    assert len({p[0].content for p in prompts[1:]}) == 1
+    first = prompts[0][0].content
+    assert INDEX_FIRST_CALL in first and "resource0_get" not in first and "more tools" in first
+    assert len(first) < len(system) / 5 and first[first.index("# Rules"):] == system[system.index("# Rules"):]
+    assert INDEX_INTRO in system
     assert counter.count_text_tokens("\n".join(m.content for m in prompts[-1])) < fit.room + 1024
 
 

@@ -18,6 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from mcp_sim.base.errors import ModelFileError
+from mcp_sim.core.prompt import INDEX_FIRST_CALL, INDEX_INTRO
 from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.base import ChatMessage, Generation, GenerationRequest
@@ -252,3 +253,45 @@ async def test_a_resource_read_waits_for_the_model_as_a_call_does(monkeypatch: p
         with pytest.raises(MCPError, match="truncated") as caught:
             await client.read_resource("file:///notes/todo.txt")
     assert caught.value.error.code == types.INTERNAL_ERROR and not failing.requests
+
+
+class GatedIndexEngine(ScriptedEngine):
+    """Loads at once and reads a first-call prompt at once; reading an index lasts until `index_gate` opens."""
+
+    def __init__(self, *answers: str):
+        super().__init__(*answers)
+        self.index_gate = threading.Event()
+        self.warmed: list[str] = []
+
+    def warm(self, prompts: list[list[ChatMessage]]) -> None:
+        for messages in prompts:
+            self.warmed.append(messages[0].content)
+            if INDEX_INTRO in messages[0].content:
+                assert self.index_gate.wait(30)
+
+
+async def test_an_indexed_specs_first_call_waits_for_no_index_which_is_read_once_no_call_is_in_flight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: the first call of a 400-tool spec took 2.7x the same call in a 4-tool spec, as it read the
+    whole index first. A world's first call goes without it; the index is read after, for the later calls."""
+    monkeypatch.setattr(warmup_module, "WAIT_REPORT_S", 0.05)
+    engine = GatedIndexEngine('{"found": false}', '{"found": false}')
+    simulator = Simulator(load_catalog([SPECS / "crm.yaml"]), engine, SimOptions(attempts=1))
+    simulator.catalog.spec_sets[0].prompt_layout = "index"  # as prompt_budget lays out a spec too large
+    warmup = Warmup(simulator)
+    async with Client(create_server(simulator, warmup=warmup)) as client:
+        warmup.start()
+        with anyio.fail_after(10):
+            await client.call_tool("get_customer", {"customer_id": "C-1009"})  # answered with the gate shut
+        first_system = engine.requests[0].messages[0].content
+        assert INDEX_FIRST_CALL in first_system and INDEX_INTRO not in first_system
+        assert engine.warmed[0] == first_system  # the prompt the call waited for is the one it was asked with
+        with anyio.fail_after(10):
+            while len(engine.warmed) < 2:  # the index, once the call was done
+                await anyio.sleep(0.01)
+        assert INDEX_INTRO in engine.warmed[1] and not warmup.ready
+        engine.index_gate.set()
+        with anyio.fail_after(10):
+            await warmup.wait()
+            await client.call_tool("get_customer", {"customer_id": "C-1010"})
+    assert engine.requests[1].messages[0].content == engine.warmed[1]  # the world's later calls have the index

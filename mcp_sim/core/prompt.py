@@ -90,14 +90,15 @@ def render_error(message: str, structured: bool) -> str:
 
 
 def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = False,
-                  scenario: str = DEFAULT_SCENARIO) -> str:
-    """The simulator's role, tool definitions, world (in `scenario`) and demonstrations for one spec set."""
+                  scenario: str = DEFAULT_SCENARIO, first_call: bool = False) -> str:
+    """The simulator's role, tool definitions, world (in `scenario`) and demonstrations for one spec set; for
+    a world's FIRST_CALL of an indexed spec, without the index (INDEX_FIRST_CALL)."""
     if style == "agentworld":
-        return agentworld_system_prompt(spec_set, errors, scenario)
+        return agentworld_system_prompt(spec_set, errors, scenario, first_call)
     description, data = spec_set.world_state(scenario)
     parts = [ROLE, "# Input Definitions & Action Space"]
     if spec_set.prompt_layout == "index":
-        parts.append(tool_index(spec_set, spec_set.index_chars))
+        parts.append(_indexed_tools(spec_set, first_call))
     else:
         for tool in spec_set.tools:
             parts.append(json.dumps(_prompt_definition(tool), ensure_ascii=False, separators=(",", ":")))
@@ -118,9 +119,19 @@ def system_prompt(spec_set: SpecSet, style: str = "generic", errors: bool = Fals
 # A spec too large for the context lists its tools in one line each; every call then brings its own
 # tool's definition, on the line before the call (the world's history keeps the calls alone, so the
 # system prompt and the history stay a shared prefix across calls of any tool).
-INDEX_INTRO = ("This server has more tools than fit here in full: each is listed by name and purpose. Every "
-               "call message starts with the definition of the tool called (one JSON line), then the call.")
+ONE_DEFINITION = "Every call message starts with the definition of the tool called (one JSON line), then the call."
+INDEX_INTRO = "This server has more tools than fit here in full: each is listed by name and purpose. " + ONE_DEFINITION
 INDEX_DESCRIPTION_CHARS = 80
+# The first call of a world in an indexed spec is shown no index. It brings its own tool's definition, and
+# reading the index first (thousands of tokens for hundreds of tools) would make it wait for tools it does
+# not call; the warm-up reads the index in the background meanwhile, and the world's later calls have it.
+# Which prompt a call gets follows from its world alone (its first call of the file or not), so a replay
+# asks the same prompts as the recording run.
+INDEX_FIRST_CALL = "This server has more tools than fit here. " + ONE_DEFINITION
+
+
+def _indexed_tools(spec_set: SpecSet, first_call: bool) -> str:
+    return INDEX_FIRST_CALL if first_call else tool_index(spec_set, spec_set.index_chars)
 
 
 def tool_index(spec_set: SpecSet, limit_chars: int = 0) -> str:
@@ -278,7 +289,8 @@ exactly; otherwise it is the raw text the tool returns. Do not wrap raw response
 4. **Output**: the observation only, optionally inside <predicted_observation></predicted_observation>."""
 
 
-def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False, scenario: str = DEFAULT_SCENARIO) -> str:
+def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False, scenario: str = DEFAULT_SCENARIO,
+                             first_call: bool = False) -> str:
     """The system prompt in Qwen-AgentWorld's MCP template shape: role, environment, tools, demonstrations."""
     parts = [AGENTWORLD_ROLE, AGENTWORLD_ENVIRONMENT + "\n" + (ERRORS_RULE if errors else SUCCESS_RULE)]
     description, data = spec_set.world_state(scenario)
@@ -289,7 +301,7 @@ def agentworld_system_prompt(spec_set: SpecSet, errors: bool = False, scenario: 
         if data is not None:
             world.append("Initial state (JSON):\n" + json.dumps(data, ensure_ascii=False))
         parts.append("\n\n".join(world))
-    tools = tool_index(spec_set, spec_set.index_chars) if spec_set.prompt_layout == "index" else "\n".join(
+    tools = _indexed_tools(spec_set, first_call) if spec_set.prompt_layout == "index" else "\n".join(
         json.dumps(_prompt_definition(t), ensure_ascii=False, separators=(",", ":")) for t in spec_set.tools)
     parts.append("# Input Definitions & Action Space\n\nYou can simulate the following tools:\n\n" + tools)
     parts.extend(filter(None, [surface_prompt(spec_set.surface)]))

@@ -93,7 +93,7 @@ class Simulator:
         self.state = StateBook(catalog.spec_sets)
         self._tools = catalog.tools
         self._text_templates = TextTemplates(self.state)
-        self._system_prompts: dict[tuple[str, str], str] = {}
+        self._system_prompts: dict[tuple[str, str, bool], str] = {}
 
     def tool(self, name: str) -> ToolSpec:
         try:
@@ -180,10 +180,11 @@ class Simulator:
               client: dict[str, Any] | None = None) -> Call:
         spec_set = tool.spec_set
         assert spec_set is not None
+        turns_before = len(world.turns.get(spec_set.source, []))
+        system = self.system_prompt(spec_set, world.scenario, first_call=turns_before == 0)
         call = Call(tool, arguments, world, spec_set.source, world.calls + 1,
-                    render_action(tool.name, arguments, client), self.system_prompt(spec_set, world.scenario),
-                    world.history(spec_set.source), self.options.seed, cancel or threading.Event(), on_progress,
-                    len(world.turns.get(spec_set.source, [])), client)
+                    render_action(tool.name, arguments, client), system, world.history(spec_set.source),
+                    self.options.seed, cancel or threading.Event(), on_progress, turns_before, client)
         if self.state.effect(tool.name) is not None:
             call.live = self.live_data(world, spec_set)
             call.state = self.state.plan(tool.name, arguments, call.live, world.name)
@@ -285,12 +286,15 @@ class Simulator:
         change = self.state.commit(call.state, call.live, result.structured, result.text, result.is_error)
         return None if change is None else change.to_json()
 
-    def system_prompt(self, spec_set: SpecSet, scenario: str) -> str:
-        prompt = self._system_prompts.get((spec_set.source, scenario))
+    def system_prompt(self, spec_set: SpecSet, scenario: str, first_call: bool = False) -> str:
+        """The system prompt of SPEC_SET's calls in a world of SCENARIO; of a world's FIRST_CALL of the file,
+        which differs for an indexed spec only (prompt.INDEX_FIRST_CALL)."""
+        first_call = first_call and spec_set.prompt_layout == "index"
+        prompt = self._system_prompts.get((spec_set.source, scenario, first_call))
         if prompt is None:
             prompt = system_prompt(spec_set, self.options.prompt_style, errors=self.options.simulate_errors,
-                                   scenario=scenario)
-            self._system_prompts[(spec_set.source, scenario)] = prompt
+                                   scenario=scenario, first_call=first_call)
+            self._system_prompts[(spec_set.source, scenario, first_call)] = prompt
         return prompt
 
 

@@ -5,7 +5,9 @@ serving, so a missing or corrupt file still fails at startup.
 
 Order: the spec of a call that waits goes first (specs in the order their tools are first called); the other
 specs are read in the background, one at a time, only while no call is in flight, so a warm-up never holds
-the model while a call could use it (a call waits at most for the one prompt being read when it came).
+the model while a call could use it (a call waits at most for the one prompt being read when it came). An
+indexed spec's first prompt is the one without its index (a world's first call goes without it); its index
+is read last, for the later calls.
 """
 
 from __future__ import annotations
@@ -63,12 +65,14 @@ class Warmup:
         return thread
 
     def system_prompts(self) -> list[list[ChatMessage]]:
-        """The system message of every spec file, as the first call in a default-scenario world sees it."""
-        return [self.system_prompt(spec_set) for spec_set in self.simulator.catalog.spec_sets]
+        """The system message of every spec file as a default-scenario world's calls see it: its first call,
+        and, for an indexed spec, its later calls (with the index)."""
+        return [self.system_prompt(spec_set, first_call) for spec_set in self.simulator.catalog.spec_sets
+                for first_call in (True, False)[:1 + (spec_set.prompt_layout == "index")]]
 
-    def system_prompt(self, spec_set: SpecSet) -> list[ChatMessage]:
+    def system_prompt(self, spec_set: SpecSet, first_call: bool = True) -> list[ChatMessage]:
         simulator = self.simulator
-        system = simulator.system_prompt(spec_set, simulator.worlds.default_scenario)
+        system = simulator.system_prompt(spec_set, simulator.worlds.default_scenario, first_call)
         return build_messages(system, [], "", simulator.options.prompt_style)[:1]
 
     @asynccontextmanager
@@ -117,6 +121,12 @@ class Warmup:
                 warm_engine(self.simulator.engine, [self.system_prompt(spec_set)])
                 self._warmed[source].set()
                 logger.info("mcp-sim: system prompt of %s read in %.1f s", source, time.perf_counter() - spec_started)
+            # An indexed spec's index, which a world's first call goes without (prompt.INDEX_FIRST_CALL): read
+            # for the later calls, like the other specs' prompts only while no call is in flight.
+            for spec_set in self.simulator.catalog.spec_sets:
+                if spec_set.prompt_layout == "index":
+                    self._when_idle()
+                    warm_engine(self.simulator.engine, [self.system_prompt(spec_set, first_call=False)])
         except Exception as exc:  # reported to every call that waits; the server itself keeps serving
             self.error = exc
             logger.error("mcp-sim: the model could not be loaded: %s", exc)
@@ -142,6 +152,12 @@ class Warmup:
                     return wanted[0]
                 if self._in_flight == 0:
                     return pending[0]
+                self._changed.wait(IDLE_POLL_S)
+
+
+    def _when_idle(self) -> None:
+        with self._changed:
+            while self._in_flight:
                 self._changed.wait(IDLE_POLL_S)
 
 
