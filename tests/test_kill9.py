@@ -5,6 +5,7 @@ intact, the files open cleanly, and a restarted server continues the world and r
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -12,7 +13,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def real_server(recorder: int) -> int:
     return served[0]
 
 
-@contextmanager
+@contextlib.contextmanager
 def adopting_orphans() -> Iterator[None]:
     """Make this process the child subreaper (Linux), so the real server, orphaned when the recorder dies,
     becomes our child and its exit status can be read: the proof that kill -9 and nothing else ended it."""
@@ -96,15 +96,17 @@ def exit_status(pid: int, timeout: float = 30) -> int:
     while time.monotonic() < deadline:
         try:
             waited, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # not ours yet: its parent, the recorder, is still being taken down
+        except ChildProcessError:  # not ours: another process reaped it
             waited = 0
         if waited:
             return status
         time.sleep(0.05)
-    raise AssertionError(f"process {pid} still running {timeout} s after the kill")
+    parent = parent_of(pid)
+    raise AssertionError(f"process {pid} still running {timeout} s after the kill, child of {parent}" if parent
+                         else f"process {pid} ended, but its exit status went to another process")
 
 
-async def calls_then_kill(url: str, recorder: int, server: int) -> None:
+async def calls_then_kill(url: str, recorder: subprocess.Popen[bytes], server: int) -> None:
     """ANSWERED calls, then a kill -9 of the real server and the recorder while one more call (and its writes)
     is in flight."""
     with anyio.fail_after(300):
@@ -112,15 +114,24 @@ async def calls_then_kill(url: str, recorder: int, server: int) -> None:
             for seq in range(ANSWERED):
                 result = await client.call_tool("log_event", {"client": "c", "seq": seq})
                 assert not result.is_error, result.content
+
+    async def call_in_flight(client: Client) -> None:
+        with contextlib.suppress(Exception):  # the call in flight dies with the server, as it should
+            await client.call_tool("log_event", {"client": "c", "seq": ANSWERED})
+
     try:
         with anyio.fail_after(60):
             async with Client(url, read_timeout_seconds=300) as client, anyio.create_task_group() as group:
-                group.start_soon(client.call_tool, "log_event", {"client": "c", "seq": ANSWERED})
+                group.start_soon(call_in_flight, client)
                 await anyio.sleep(0.3)
-                # The recorder first: killed second, it could reap the dead server itself, and its exit status
-                # would never reach us (a CI run waited 30 s for it).
-                kill_9(recorder, server)
-    except Exception:  # the call in flight dies with the server, as it should
+                # The recorder first, and gone (reaped) before the server is killed: a recorder that is still
+                # dying can reap the dead server itself (its child watcher waits in waitpid), and the server's
+                # exit status never reaches us (CI runs waited 30 s for it). Its kill happens whatever the call
+                # does: a call that fails at once must not cancel it. The held call cannot commit meanwhile.
+                kill_9(recorder.pid)
+                recorder.wait(timeout=30)
+                kill_9(server)
+    except Exception:  # the connection dies with the recorder
         pass
     status = exit_status(server)  # killed, not left to finish the call in flight and commit it
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, f"real server wait status {status}"
@@ -140,7 +151,7 @@ async def test_kill_9_mid_run_keeps_worlds_cache_and_traces_whole(tmp_path: Path
     with adopting_orphans():
         process, url = start_recorded_server(spec, state, cache, traces)
         try:
-            await calls_then_kill(url, process.pid, real_server(process.pid))
+            await calls_then_kill(url, process, real_server(process.pid))
         finally:
             process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
