@@ -119,6 +119,7 @@ async def calls_then_kill(url: str, recorder: subprocess.Popen[bytes], server: i
         with contextlib.suppress(Exception):  # the call in flight dies with the server, as it should
             await client.call_tool("log_event", {"client": "c", "seq": ANSWERED})
 
+    killed = False
     try:
         with anyio.fail_after(60):
             async with Client(url, read_timeout_seconds=300) as client, anyio.create_task_group() as group:
@@ -131,8 +132,10 @@ async def calls_then_kill(url: str, recorder: subprocess.Popen[bytes], server: i
                 kill_9(recorder.pid)
                 recorder.wait(timeout=30)
                 kill_9(server)
-    except Exception:  # the connection dies with the recorder
-        pass
+                killed = True
+    except Exception:
+        if not killed:  # only the connection may fail, dying with the recorder; a failed kill is the test's
+            raise
     status = exit_status(server)  # killed, not left to finish the call in flight and commit it
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, f"real server wait status {status}"
 
