@@ -6,10 +6,15 @@ hand it its own objects without this package importing it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
+from mcp_sim.state.batch import Batch, BatchPlan, swap_noun
+from mcp_sim.state.batch import commit as commit_batch
+from mcp_sim.state.batch import plan as plan_batch
+from mcp_sim.state.batch_infer import infer_batches
 from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.infer import infer_effects
 from mcp_sim.state.layout import Layout, describe, resolve
@@ -50,15 +55,27 @@ class StateBook:
         self._layouts: dict[str, Layout] = {}
         self._tools: dict[str, Tool] = {}
         self._sources: dict[str, str] = {}  # tool -> the spec file it belongs to
+        # Tools that touch many records per call (state.batch), and the answer each one's examples all give.
+        self._batches: dict[str, Batch] = {}
+        self._constants: dict[str, Any] = {}
         for group in groups:
-            undeclared = [(tool.name, tool.output_schema) for tool in group.tools if tool.state is None]
+            batches = infer_batches([(tool.name, tool.input_schema, tool.output_schema)
+                                     for tool in group.tools if tool.state is None])
+            for tool in group.tools:
+                if tool.name in batches:
+                    self._batches[tool.name], self._tools[tool.name] = batches[tool.name], tool
+                    self._sources[tool.name] = group.source
+                    self._constants[tool.name] = _constant_answer(tool, batches[tool.name])
+            undeclared = [(tool.name, tool.output_schema) for tool in group.tools
+                          if tool.state is None and tool.name not in batches]
             declared = [tool.state.collection for tool in group.tools if tool.state is not None]
             inferred = infer_effects(undeclared, group.world_data, declared)
-            effects = {tool.name: tool.state or inferred.get(tool.name) for tool in group.tools}
+            effects = {tool.name: tool.state or inferred.get(tool.name) for tool in group.tools
+                       if tool.name not in batches}
             keys: dict[str, str] = {}  # collection -> its key, as the tools that name a record by an argument show it
             for rounds in range(2):
                 for tool in group.tools:
-                    effect = effects[tool.name]
+                    effect = effects.get(tool.name)
                     if effect is None or effect.op == "none":
                         continue
                     # A list names no record, so its declared effect seldom says the key: its siblings do.
@@ -76,24 +93,33 @@ class StateBook:
         self._templates = {name: template for name in self._layouts
                            if (template := self._template(name)) is not None}
         self._share_sql_failures()
+        self._share_confirmations()
 
     def layout(self, tool: str) -> Layout | None:
-        """The tool's effect as it is applied: its collection, op, and the arguments naming the record."""
+        """The tool's effect on one record as it is applied: its collection, op, and the arguments naming the
+        record (None for a tool without one, and for one that touches many records per call)."""
         return self._layouts.get(tool)
 
     def effect(self, tool: str) -> StateEffect | None:
+        if tool in self._batches:
+            return self._batches[tool].effect()
         layout = self._layouts.get(tool)
         return None if layout is None else layout.effect
 
     def effects(self) -> dict[str, StateEffect]:
-        return {name: layout.effect for name, layout in self._layouts.items()}
+        return {**{name: layout.effect for name, layout in self._layouts.items()},
+                **{name: batch.effect() for name, batch in self._batches.items()}}
 
     def describe(self) -> dict[str, str]:
         """Each tool's effect as it is applied, in words."""
-        return {name: describe(layout) for name, layout in self._layouts.items()}
+        return {**{name: describe(layout) for name, layout in self._layouts.items()},
+                **{name: batch.describe() for name, batch in self._batches.items()}}
 
     def plan(self, tool: str, arguments: dict[str, Any], live: LiveData, world: str) -> StatePlan | None:
         """What LIVE says about this call (None: the tool has no effect, or the state has nothing to say)."""
+        if tool in self._batches:
+            return plan_batch(self._batches[tool], live, arguments, self._tools[tool].output_schema,
+                              self._constants.get(tool))
         layout = self._layouts.get(tool)
         if layout is None:
             return None
@@ -116,6 +142,20 @@ class StateBook:
                           and self._sources[sibling] == self._sources[name]), None)
             if voice is not None:
                 self._templates[name] = replace(style, error_prefix=voice.error_prefix, error_flag=voice.error_flag)
+
+    def _share_confirmations(self) -> None:
+        """A server confirms in one voice: a batch delete whose examples show no answer takes a sibling's
+        ("Observations deleted successfully" -> "Relations deleted successfully"), its noun swapped."""
+        for name, batch in self._batches.items():
+            if batch.kind not in ("delete", "discard") or self._constants.get(name) is not None:
+                continue
+            for sibling, answer in list(self._constants.items()):
+                if answer is None or self._sources[sibling] != self._sources[name]:
+                    continue
+                swapped = swap_noun(answer, _noun(sibling), _noun(name))
+                if swapped is not None:
+                    self._constants[name] = swapped
+                    break
 
     def _template(self, name: str) -> WriteTemplate | ListTemplate | Style | None:
         """The answer TOOL's success examples spell out (see templates), if they do."""
@@ -151,7 +191,38 @@ class StateBook:
 
     @staticmethod
     def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error: bool) -> StateChange | None:
+        if isinstance(step, BatchPlan):
+            return commit_batch(step, live, is_error)
         return commit(step, live, structured, text, is_error)
+
+
+def _noun(tool: str) -> str:
+    return (verb_and_noun(tool) or ("", ""))[1]
+
+
+def _constant_answer(tool: Tool, batch: Batch) -> Any:
+    """The structured answer every success example of a batch delete gives alike, naming nothing its
+    arguments said ({"success": true, "message": "Observations deleted successfully"}), or None."""
+    if batch.kind not in ("delete", "discard") or tool.output_schema is None:
+        return None
+    successes = [e for e in tool.examples if not e.is_error]
+    answers = {json.dumps(e.result, sort_keys=True) for e in successes}
+    if len(answers) != 1:
+        return None
+    text = answers.pop()
+    if any(leaf in text for e in successes for leaf in _texts(e.arguments)):
+        return None
+    answer = json.loads(text)
+    return answer if isinstance(answer, dict) else None
+
+
+def _texts(value: Any) -> list[str]:
+    """The strings of VALUE, however deep (those long enough to mean something when found elsewhere)."""
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _texts(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _texts(item)]
+    return [value] if isinstance(value, str) and len(value) >= 3 else []
 
 
 def _example_key(layout: Layout, example: Example) -> Any:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
@@ -78,6 +79,20 @@ class LiveData:
                 break
         else:
             items.append(record)
+
+    def append(self, collection: str, record: dict[str, Any]) -> None:
+        """Store RECORD at the end, for a collection whose records have no key (a relation)."""
+        self._writable(collection).append(record)
+
+    def drop(self, collection: str, unwanted: Callable[[dict[str, Any]], bool]) -> int:
+        """Remove the records UNWANTED says yes to; how many went."""
+        items = self.data.get(collection) if isinstance(self.data, dict) else None
+        if not isinstance(items, list):
+            return 0
+        kept = [r for r in items if not (isinstance(r, dict) and unwanted(r))]
+        gone = len(items) - len(kept)
+        items[:] = kept
+        return gone
 
     def _unmark(self, collection: str, key: Any) -> None:
         self.absent.get(collection, {}).pop(str(key), None)
