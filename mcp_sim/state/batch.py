@@ -86,8 +86,9 @@ class BatchPlan(StatePlan):
 
 
 def plan(batch: Batch, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
-         constant: Any = None) -> BatchPlan | None:
-    """The plan of one call; CONSTANT: the answer every success example of the tool gives, if one does."""
+         constant: Any = None, failures: tuple[tuple[Any, str], ...] = ()) -> BatchPlan | None:
+    """The plan of one call; CONSTANT: the answer every success example of the tool gives, if one does;
+    FAILURES: the tool's failure examples, (the record they named, their text)."""
     step = BatchPlan(batch.layout(), batch=batch)
     items = arguments.get(batch.argument) if batch.argument else None
     if batch.kind == "read":
@@ -99,7 +100,7 @@ def plan(batch: Batch, live: LiveData, arguments: dict[str, Any], output_schema:
     elif batch.kind == "delete":
         step.removes = [item for item in items if isinstance(item, dict | str | int)]
     else:
-        missing = _plan_edits(step, live, items)
+        missing = _plan_edits(step, live, items, failures)
         if missing is not None:
             step.answer, step.is_error, step.complete = missing, True, True
             return step
@@ -150,8 +151,9 @@ def _plan_create(step: BatchPlan, live: LiveData, items: list[Any]) -> None:
             step.adds.append(item)
 
 
-def _plan_edits(step: BatchPlan, live: LiveData, items: list[Any]) -> str | None:
-    """Each edit's record and the values it adds or removes; the failure when a record is not there."""
+def _plan_edits(step: BatchPlan, live: LiveData, items: list[Any], failures: tuple[tuple[Any, str], ...]) -> str | None:
+    """Each edit's record and the values it adds or removes; the failure when a record is not there (in the
+    words of the tool's failure examples, else plain ones)."""
     batch = step.batch
     assert batch is not None and batch.key is not None and batch.ref and batch.values and batch.target
     for item in items:
@@ -160,8 +162,10 @@ def _plan_edits(step: BatchPlan, live: LiveData, items: list[Any]) -> str | None
         name, values = item.get(batch.ref), item.get(batch.values)
         record = live.find(batch.collection, batch.key, name)
         if record is None:
-            if batch.kind == "append":  # the real servers refuse the whole call
-                return f"{singular(batch.collection).capitalize()} with {batch.key} {name} not found"
+            if batch.kind == "append":  # the call cannot add to nothing: it fails whole
+                said = next((text.replace(str(named), str(name)) for named, text in failures
+                             if named is not None and str(named) in text), None)
+                return said or f"Error: {singular(batch.collection)} {name} not found"
             continue
         held = record.get(batch.target)
         now: list[Any] = held if isinstance(held, list) else []
@@ -223,7 +227,7 @@ def _plan_read(step: BatchPlan, live: LiveData, arguments: dict[str, Any],
     if output_schema is None:
         return step
     shape = output_schema
-    for name, node in properties(shape).items():
+    for name, node in properties(shape).items():  # each record as the output shows one
         if name in answer:
             answer[name] = [_project(r, array_items(node) or {}) for r in answer[name]]
     if validation_error(answer, output_schema) is None:

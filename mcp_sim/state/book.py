@@ -118,8 +118,9 @@ class StateBook:
     def plan(self, tool: str, arguments: dict[str, Any], live: LiveData, world: str) -> StatePlan | None:
         """What LIVE says about this call (None: the tool has no effect, or the state has nothing to say)."""
         if tool in self._batches:
-            return plan_batch(self._batches[tool], live, arguments, self._tools[tool].output_schema,
-                              self._constants.get(tool))
+            batch, spec = self._batches[tool], self._tools[tool]
+            failures = tuple((_named(batch, e.arguments), str(e.result)) for e in spec.examples if e.is_error)
+            return plan_batch(batch, live, arguments, spec.output_schema, self._constants.get(tool), failures)
         layout = self._layouts.get(tool)
         if layout is None:
             return None
@@ -194,6 +195,13 @@ class StateBook:
         if isinstance(step, BatchPlan):
             return commit_batch(step, live, is_error)
         return commit(step, live, structured, text, is_error)
+
+
+def _named(batch: Batch, arguments: dict[str, Any]) -> Any:
+    """The record a batch call's first item names (the entity an add_observations example was about)."""
+    items = arguments.get(batch.argument) if batch.argument else None
+    first = items[0] if isinstance(items, list) and items else None
+    return first.get(batch.ref) if isinstance(first, dict) and batch.ref else None
 
 
 def _noun(tool: str) -> str:
