@@ -153,3 +153,22 @@ def test_a_text_tool_whose_examples_share_fixed_words_answers_in_them_without_th
     assert engine.requests == []
     # Every call of the tool, in every world: the words are the server's, only the argument changes.
     assert simulator.simulate("echo", {"message": "a\nb"}, world="U").text == "Echo: a\nb"
+
+
+def test_a_write_whose_examples_all_confirm_alike_confirms_so_and_a_read_does_not(tmp_path: Path) -> None:
+    import yaml
+
+    simulator = Simulator(load_catalog([FIDELITY / "git.yaml"]), ScriptedEngine("the model's words"), SimOptions())
+    staged = simulator.simulate("git_add", {"repo_path": "/repo", "files": ["app.py"]}, world="W")
+    assert staged.text == "Files staged successfully" and staged.meta[META_KEY]["source"] == "template"
+    # A read's one example is data that happened to be so, not words it always says; a commit's has a hash.
+    spec = tmp_path / "weather.yaml"
+    spec.write_text(yaml.safe_dump({"tools": [{
+        "name": "get_weather", "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "x-sim": {"examples": [{"arguments": {"city": "Oslo"}, "result": "Sunny"}]}}]}))
+    engine = ScriptedEngine("Rain")
+    simulator = Simulator(load_catalog([spec, FIDELITY / "git.yaml"]), engine, SimOptions())
+    assert simulator.simulate("get_weather", {"city": "Lima"}, world="W").text == "Rain"
+    engine.enqueue("Changes committed successfully with hash 0123abc")
+    committed = simulator.simulate("git_commit", {"repo_path": "/repo", "message": "x"}, world="W")
+    assert committed.meta[META_KEY]["source"] == "model"

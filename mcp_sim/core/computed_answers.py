@@ -12,8 +12,9 @@ from mcp_sim.core.specs import validation_error
 from mcp_sim.state.book import StateBook
 from mcp_sim.state.field_rules import Past
 from mcp_sim.state.layout import properties
+from mcp_sim.state.naming import writes
 from mcp_sim.state.pins import apply_pins
-from mcp_sim.state.templates import WriteTemplate, write_template
+from mcp_sim.state.templates import WriteTemplate, confirmation, write_template
 
 
 def ruled_answer(call: Call) -> SimulationResult | None:
@@ -51,7 +52,8 @@ def past_calls(turns: list[Turn]) -> list[Past]:
 
 class TextTemplates:
     """Per text tool without a state effect, the template its success examples share (None: they share
-    none). A tool with a state effect gets its templates from the state (state.book)."""
+    none), or, for a write, the confirmation they all give alike. A tool with a state effect gets its
+    templates from the state (state.book)."""
 
     def __init__(self, state: StateBook):
         self._state = state
@@ -63,7 +65,10 @@ class TextTemplates:
             return None
         if tool.name not in self._found:
             successes = [(e.arguments, e.result) for e in tool.examples if not e.is_error]
-            self._found[tool.name] = write_template(successes) if successes else None
+            template = write_template(successes) if successes else None
+            if template is None and writes(tool.name, tool.annotations):
+                template = confirmation(result for _, result in successes)
+            self._found[tool.name] = template
         template = self._found[tool.name]
         filled = template.fill(call.arguments) if template is not None else None
         if not isinstance(filled, str):

@@ -66,6 +66,15 @@ def verb_and_noun(name: str) -> tuple[str, str] | None:
     return op, parts[-1]
 
 
+def writes(name: str, annotations: dict[str, Any] | None) -> bool:
+    """Whether a tool changes something: its annotations say it does not only read (readOnlyHint false),
+    or, where they are silent, a word of its name is a writing verb (`git_add`, `createTask`)."""
+    said = (annotations or {}).get("readOnlyHint")
+    if isinstance(said, bool):
+        return not said
+    return any(VERBS.get(word) in ("create", "update", "delete", "move") for word in words(name))
+
+
 def plural(noun: str) -> str:
     if noun.endswith(("s", "data", "info", "information")):
         return noun

@@ -66,6 +66,20 @@ def write_template(examples: Iterable[tuple[dict[str, Any], Any]]) -> WriteTempl
     return WriteTemplate(template) if len(found) == 1 else None
 
 
+def confirmation(examples: Iterable[Any]) -> WriteTemplate | None:
+    """The one line every success example of a write gives alike, naming nothing ("Files staged
+    successfully"): a confirmation, the same whatever the call named. None when they differ, when there
+    are none, or when the line holds digits (a hash, a count: data, not words)."""
+    texts = set(examples)
+    if len(texts) != 1:
+        return None
+    text = texts.pop()
+    if not isinstance(text, str) or not text.strip() or "\n" in text or len(text) > MAX_TEXT_CHARS \
+            or _MARK in text or any(char.isdigit() for char in text):
+        return None
+    return WriteTemplate(text)
+
+
 def list_template(examples: Iterable[str], keys: set[str]) -> ListTemplate | None:
     """From text list examples, those that show at least one of KEYS (keys the sibling tools' examples
     named); None when none does or they disagree."""
