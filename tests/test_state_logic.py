@@ -351,7 +351,10 @@ def test_a_write_keeps_what_it_wrote_when_its_answer_is_a_confirmation() -> None
 def test_files_move_take_edits_and_read_by_lines_as_the_filesystem_server_does() -> None:
     sim, engine = simulator(BENCH / "filesystem.yaml", answers=('{"content": "a diff"}',))
     sim.simulate("write_file", {"path": "/s/a.txt", "content": "alpha\nbeta\n"}, "w")
-    sim.simulate("edit_file", {"path": "/s/a.txt", "edits": [{"oldText": "beta", "newText": "gamma"}]}, "w")
+    diff = sim.simulate("edit_file", {"path": "/s/a.txt", "edits": [{"oldText": "beta", "newText": "gamma"}]}, "w")
+    # The diff of the file's text before and after, in the layout of the tool's example (the real server's).
+    assert diff.structured == {"content": "```diff\nIndex: /s/a.txt\n" + "=" * 67 + "\n--- /s/a.txt\toriginal\n"
+                               "+++ /s/a.txt\tmodified\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n```\n\n"}
     read = sim.simulate("read_text_file", {"path": "/s/a.txt"}, "w")
     assert read.structured == {"content": "alpha\ngamma\n"}  # the edit applied, not the diff it answered
     assert sim.simulate("read_text_file", {"path": "/s/a.txt", "head": 1}, "w").structured == {"content": "alpha"}
@@ -360,7 +363,10 @@ def test_files_move_take_edits_and_read_by_lines_as_the_filesystem_server_does()
     assert sim.simulate("read_text_file", {"path": "/s/b.txt"}, "w").structured == {"content": "alpha\ngamma\n"}
     gone = sim.simulate("read_text_file", {"path": "/s/a.txt"}, "w")
     assert gone.is_error and "ENOENT" in gone.text  # the tool's own failure, from its example
-    assert len(engine.requests) == 1  # only the edit's diff needed the model
+    assert engine.requests == []  # the state and the examples said it all
+    # An edit of a file the world has not seen: no text to diff, so the model writes the answer.
+    sim.simulate("edit_file", {"path": "/s/new.txt", "edits": [{"oldText": "x", "newText": "y"}]}, "w")
+    assert len(engine.requests) == 1
 
 
 def test_head_and_tail_count_lines_as_the_filesystem_server_does() -> None:

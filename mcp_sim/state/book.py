@@ -15,15 +15,16 @@ from mcp_sim.state.batch import Batch, BatchPlan, swap_noun
 from mcp_sim.state.batch import commit as commit_batch
 from mcp_sim.state.batch import plan as plan_batch
 from mcp_sim.state.batch_infer import infer_batches
+from mcp_sim.state.diffs import diff_template
 from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.infer import infer_effects
 from mcp_sim.state.layout import Layout, describe, resolve
 from mcp_sim.state.live import LiveData
 from mcp_sim.state.naming import singular, verb_and_noun
 from mcp_sim.state.pins import get_pointer
-from mcp_sim.state.plan import StateChange, StatePlan, commit, plan
+from mcp_sim.state.plan import StateChange, StatePlan, Template, commit, plan
 from mcp_sim.state.sql import Style, learn_style
-from mcp_sim.state.templates import ListTemplate, WriteTemplate, list_template, write_template
+from mcp_sim.state.templates import list_template, write_template
 
 
 class Example(Protocol):
@@ -158,7 +159,7 @@ class StateBook:
                     self._constants[name] = swapped
                     break
 
-    def _template(self, name: str) -> WriteTemplate | ListTemplate | Style | None:
+    def _template(self, name: str) -> Template | None:
         """The answer TOOL's success examples spell out (see templates), if they do."""
         layout, tool = self._layouts[name], self._tools[name]
         if layout.effect.op == "sql":  # its failures teach as much as its successes
@@ -167,6 +168,9 @@ class StateBook:
         successes = [e for e in tool.examples if not e.is_error]
         if not successes:
             return None
+        if layout.effect.op == "update":  # an edit's answer may be its diff
+            return write_template((e.arguments, e.result) for e in successes) or \
+                diff_template(((e.arguments, e.result) for e in successes), layout.argument)
         if layout.effect.writes:
             return write_template((e.arguments, e.result) for e in successes)
         if layout.effect.op != "list" or tool.output_schema is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_sim.base.schemas import validation_error
+from mcp_sim.state.diffs import DiffTemplate
 from mcp_sim.state.layout import Layout, escape, properties, schema_at
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
@@ -22,6 +23,9 @@ from mcp_sim.state.pins import Pins, apply_pins, fitting, get_pointer
 from mcp_sim.state.sql import Style, answer, is_read, run, statement
 from mcp_sim.state.templates import ListTemplate, WriteTemplate
 from mcp_sim.state.text_ops import edited, line_range
+
+# What a tool's examples spell out of its answers (templates, diffs, an SQL tool's style).
+Template = WriteTemplate | ListTemplate | DiffTemplate | Style
 
 _UNSET = object()  # a field the record lacks (None is a value)
 
@@ -42,6 +46,7 @@ class StatePlan:
     written: dict[str, Any] = field(default_factory=dict)  # the fields its arguments set
     to: Any = None  # move: the record's new key
     cut: str | None = None  # read: the text field this read shows only some lines of
+    edit: tuple[str, str] | None = None  # update: the edited text field before and after the call's edits
     dump: list[str] | None = None  # sql: the database after the statement (None: unchanged)
     # The whole answer, when the state says it all: a structured value, or text; `is_error` for not-found.
     answer: Any = None
@@ -74,7 +79,7 @@ class StateChange:
 
 def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
          *, error_texts: list[tuple[dict[str, Any], str]], seen_keys: list[Any], world: str,
-         template: WriteTemplate | ListTemplate | Style | None = None) -> StatePlan | None:
+         template: Template | None = None) -> StatePlan | None:
     """The plan for one call, or None when the state has nothing to say about it (a read with no key).
     TEMPLATE: the answer the tool's examples spell out (see templates), which answers its writes whole."""
     style = template if isinstance(template, Style) else Style()
@@ -92,10 +97,17 @@ def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schem
     return step
 
 
-def _use_template(step: StatePlan, template: WriteTemplate | ListTemplate | Style | None, arguments: dict[str, Any],
+def _use_template(step: StatePlan, template: Template | None, arguments: dict[str, Any],
                   output_schema: dict[str, Any] | None) -> None:
-    """Answer STEP whole with TEMPLATE when it fits: a write's confirmation in the server's own words, or a
-    text list of the keys the state shows (an empty list is left to the model: its words are not known)."""
+    """Answer STEP whole with TEMPLATE when it fits: a write's confirmation in the server's own words, an
+    edit's diff in its examples' layout, or a text list of the keys the state shows (an empty list is left to
+    the model: its words are not known)."""
+    if isinstance(template, DiffTemplate):
+        if step.edit is not None:
+            filled = template.fill(step.key, *step.edit)
+            if output_schema is None or validation_error(filled, output_schema) is None:
+                step.answer, step.complete = filled, True
+        return
     if isinstance(template, ListTemplate):
         if step.op == "list" and output_schema is None and step.listed:
             step.answer, step.complete = template.fill(step.listed), True
@@ -236,6 +248,8 @@ def _plan_write(layout: Layout, live: LiveData, arguments: dict[str, Any], outpu
     record = {layout.key: key, **kept, **layout.effect.values, **written}
     record[layout.key] = key
     step = StatePlan(layout, key=key, before=before, record=record, written=written)
+    if edited_field is not None and before is not None:
+        step.edit = (before[edited_field], written[edited_field])
     step.note = _note(layout, [record])
     if output_schema is None:
         return step
