@@ -160,3 +160,28 @@ def test_reads_agree_with_the_writes_over_stdio_with_the_real_model(tmp_path: Pa
     orion = {"name": "Orion", "entityType": "project", "observations": ["deadline in March", "ships in April"]}
     assert opened.structured_content == {"entities": [orion], "relations": []}
     assert searched.structured_content == {"entities": [orion], "relations": []}
+
+
+TASKS = FIDELITY / "taskmanager.yaml"
+
+
+def test_a_planned_request_mints_task_keys_and_later_calls_read_them_back() -> None:
+    """The real task manager's eval session, replayed through the state with the real answers committed:
+    request_planning mints task-1.. under req-1 in a fresh world, mark/approve update those tasks,
+    get_next_task hands out the first one not done, open_task_details joins its request's fields."""
+    book = book_of(TASKS)
+    assert book.describe()["request_planning"].startswith("create tasks from each item of tasks, each with a new id")
+    assert book.describe()["get_next_task"].startswith("next tasks by id")
+    live = LiveData({})
+    for step in recorded(FIDELITY / "taskmanager.jsonl")[:8]:  # session 1 up to its failures
+        real = json.loads(step["result"]["content"][0]["text"])
+        planned = book.plan(step["tool"], step["arguments"], live, "w")
+        assert planned is not None, step
+        for pointer, value in planned.pins.items():
+            node: Any = real
+            for part in pointer.strip("/").split("/"):
+                node = node[part]
+            assert node == value, (step["tool"], pointer)
+        assert len(planned.pins) >= 3, step
+        book.commit(planned, live, real, "", False)
+    assert [task["done"] for task in live.records("tasks", "id")] == [True, True, False]

@@ -22,6 +22,7 @@ from mcp_sim.state.effect import StateEffect
 from mcp_sim.state.layout import Layout, array_items, properties
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
+from mcp_sim.state.pins import apply_pins
 from mcp_sim.state.plan import SUCCESS_FLAGS, StateChange, StatePlan, ordered
 
 KINDS = ("create", "delete", "append", "discard", "read")
@@ -44,6 +45,14 @@ class Batch:
     select: str | None = None  # read: the argument listing the keys shown
     query: str | None = None  # read: the argument searched for in every field
     related: tuple[str, ...] = ()  # delete: keyless collections whose records go with a deleted record
+    # create: the items carry no key; each gets a new one (task-1, task-2) that the answer shows.
+    minted: bool = False
+    # create: the record the call makes of its other arguments, the items' parent (a request of tasks):
+    # its collection and the field naming it, in the answer's root and in each item (requestId).
+    parent: tuple[str, str] | None = None
+    count: str | None = None  # create: the answer's root field counting the items (totalTasks)
+    # create: what a new record holds before any call changes it (done: false), from its siblings' outputs.
+    defaults: tuple[tuple[str, Any], ...] = ()
 
     def effect(self) -> StateEffect:
         return StateEffect(self.collection, _OPS[self.kind], key=self.key or "", argument=self.argument,
@@ -57,7 +66,11 @@ class Batch:
     def describe(self) -> str:
         each = f"each item of {self.argument}"
         by = f"by {self.key}" if self.key else "compared whole"
-        if self.kind == "create":
+        if self.kind == "create" and self.minted:
+            said = f"create {self.collection} from {each}, each with a new {self.key}"
+            if self.parent is not None:
+                said += f", under a new record of {self.parent[0]} named by {self.parent[1]}"
+        elif self.kind == "create":
             said = f"create {self.collection} from {each}, {by}; a record already there is left as it is"
         elif self.kind == "delete":
             said = f"delete {self.collection} named in {self.argument}, {by}"
@@ -83,18 +96,31 @@ class BatchPlan(StatePlan):
     adds: list[dict[str, Any]] = field(default_factory=list)
     removes: list[Any] = field(default_factory=list)
     edits: list[tuple[Any, list[Any]]] = field(default_factory=list)
+    parent: dict[str, Any] | None = None  # minted create: the parent record it makes
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The keys a tool's success examples show: of its items, and of their parent (a minted create's)."""
+
+    items: tuple[Any, ...] = ()
+    parents: tuple[Any, ...] = ()
 
 
 def plan(batch: Batch, live: LiveData, arguments: dict[str, Any], output_schema: dict[str, Any] | None,
-         constant: Any = None, failures: tuple[tuple[Any, str], ...] = ()) -> BatchPlan | None:
+         constant: Any = None, failures: tuple[tuple[Any, str], ...] = (), seen: Seen = Seen(),
+         world: str = "") -> BatchPlan | None:
     """The plan of one call; CONSTANT: the answer every success example of the tool gives, if one does;
-    FAILURES: the tool's failure examples, (the record they named, their text)."""
+    FAILURES: the tool's failure examples, (the record they named, their text); SEEN: its examples' keys,
+    which a minted create's new keys follow in WORLD."""
     step = BatchPlan(batch.layout(), batch=batch)
     items = arguments.get(batch.argument) if batch.argument else None
     if batch.kind == "read":
         return _plan_read(step, live, arguments, output_schema)
     if not isinstance(items, list):
         return None
+    if batch.kind == "create" and batch.minted:
+        return _plan_minted(step, live, arguments, items, output_schema, seen, world)
     if batch.kind == "create":
         _plan_create(step, live, items)
     elif batch.kind == "delete":
@@ -134,6 +160,54 @@ def swap_noun(answer: dict[str, Any], noun: str, other: str) -> dict[str, Any] |
 
     result = {name: swapped(value) for name, value in answer.items()}
     return result if found else None
+
+
+def _plan_minted(step: BatchPlan, live: LiveData, arguments: dict[str, Any], items: list[Any],
+                 output_schema: dict[str, Any] | None, seen: Seen, world: str) -> BatchPlan:
+    """Each item a new record under a new key (and, with a parent, a new parent record of the call's other
+    arguments); the answer's keys, count and records pinned, the rest left to the model."""
+    batch = step.batch
+    assert batch is not None and batch.key is not None and batch.argument is not None
+    parent_key = None
+    if batch.parent is not None:
+        collection, named = batch.parent
+        parent_key = _mint(live, collection, "id", list(seen.parents), world, [])
+        fields = {name: value for name, value in arguments.items()
+                  if name != batch.argument and isinstance(value, str | int | float | bool)}
+        step.parent = {"id": parent_key, named: parent_key, **fields}
+        if batch.count:
+            step.parent[batch.count] = sum(isinstance(item, dict) for item in items)
+    keys: list[Any] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        keys.append(_mint(live, batch.collection, batch.key, list(seen.items), world, keys))
+        record = {batch.key: keys[-1], **dict(batch.defaults), **item}
+        if batch.parent is not None:
+            record[batch.parent[1]] = parent_key
+        step.adds.append(record)
+    step.note = _note(batch.collection, step.adds)
+    if output_schema is None:
+        return step
+    shown = array_items(properties(output_schema).get(batch.argument)) or {}
+    step.pins = {f"/{batch.argument}": [_project(record, shown) for record in step.adds]}
+    if batch.parent is not None:
+        step.pins[f"/{batch.parent[1]}"] = parent_key
+    if batch.count:
+        step.pins[f"/{batch.count}"] = len(step.adds)
+    answer = ordered(apply_pins({}, step.pins), output_schema)
+    if validation_error(answer, output_schema) is None and set(answer) == set(properties(output_schema)):
+        step.answer, step.complete = answer, True
+    return step
+
+
+def _mint(live: LiveData, collection: str, key: str, seen: list[Any], world: str, taken: list[Any]) -> Any:
+    """A new key of COLLECTION; in a world that has none yet, the first its examples show (a fresh server
+    counts from where the recorded one began: task-1)."""
+    if not taken and not live.records(collection, key) and not live.absent.get(collection) and seen:
+        numbered = [key for key in seen if re.search(r"\d+$", str(key))]
+        return min(numbered, key=lambda k: int(re.findall(r"\d+$", str(k))[0])) if numbered else seen[0]
+    return live.next_key(collection, key, "pattern", seen, world, taken=taken)
 
 
 def _plan_create(step: BatchPlan, live: LiveData, items: list[Any]) -> None:
@@ -269,6 +343,8 @@ def commit(step: BatchPlan, live: LiveData, is_error: bool) -> StateChange | Non
         return None
     key = batch.key
     if batch.kind == "create":
+        if step.parent is not None and batch.parent is not None:
+            live.put(batch.parent[0], "id", step.parent)
         for record in step.adds:
             if key:
                 live.put(batch.collection, key, record)

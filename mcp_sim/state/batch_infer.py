@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.state.batch import Batch
+from mcp_sim.state.infer import finished_flags
 from mcp_sim.state.layout import array_items, inline, properties
-from mcp_sim.state.naming import KEY_NAMES, QUERY_NAMES, same_noun, singular, verb_and_noun, words
+from mcp_sim.state.naming import KEY_NAMES, QUERY_NAMES, plural, same_noun, singular, verb_and_noun, words
 
 _KEY_LISTS = ("names", "ids", "keys")
 
@@ -55,9 +56,43 @@ def infer_batches(tools: list[tuple[str, dict[str, Any], dict[str, Any] | None]]
             batch = _delete(input_schema, known)
         if batch is None and op in ("read", "list"):
             batch = _read(input_schema, output_schema, known)
+        if batch is None and op not in ("read", "list", "delete"):
+            batch = _minted(name, input_schema, output_schema, tools)
         if batch is not None:
             batches[name] = batch
+    for name, input_schema, output_schema in tools:  # `request_planning` names no operation
+        if name not in batches and guesses[name] is None:
+            minted = _minted(name, input_schema, output_schema, tools)
+            if minted is not None:
+                batches[name] = minted
     return batches
+
+
+def _minted(name: str, schema: dict[str, Any], output_schema: dict[str, Any] | None,
+            tools: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> Batch | None:
+    """A call that answers its array of records back, each with a key it did not pass (`tasks: [{title}]` ->
+    `tasks: [{id, title}]`): it created them under new keys. A root `<noun>Id` the arguments lack names the
+    parent record it made of its other arguments (a request of tasks); a root `total<Items>` counts them."""
+    shape, output = inline(schema) or {}, inline(output_schema)
+    roots = properties(output)
+    for argument in shape.get("required", []):
+        given = properties(array_items(properties(shape).get(argument)))
+        shown = properties(array_items(roots.get(argument)))
+        key = _key_field({field: node for field, node in shown.items() if field not in given})
+        if not given or key is None or not set(given) <= set(shown):
+            continue
+        parent = next(((plural(" ".join(words(field)[:-1])), field) for field, node in roots.items()
+                       if len(words(field)) > 1 and words(field)[-1] == "id" and field not in properties(shape)
+                       and not same_noun(" ".join(words(field)[:-1]), argument)
+                       and isinstance(node, dict) and node.get("type") == "string"), None)
+        count = next((field for field, node in roots.items() if isinstance(node, dict)
+                      and node.get("type") == "integer" and {"total", "count"} & set(words(field))
+                      and any(same_noun(word, argument) for word in words(field))), None)
+        defaults = {flag: False for tool, _, out in tools if tool != name
+                    and same_noun((verb_and_noun(tool) or ("", ""))[1], argument) for flag in finished_flags(out)}
+        return Batch("create", argument, key, argument, minted=True, parent=parent, count=count,
+                     defaults=tuple(sorted(defaults.items())))
+    return None
 
 
 def _array_of_objects(schema: dict[str, Any], noun: str) -> tuple[str, dict[str, Any]] | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from mcp_sim.state.batch import Batch, BatchPlan, swap_noun
+from mcp_sim.state.batch import Batch, BatchPlan, Seen, swap_noun
 from mcp_sim.state.batch import commit as commit_batch
 from mcp_sim.state.batch import plan as plan_batch
 from mcp_sim.state.batch_infer import infer_batches
@@ -21,6 +21,7 @@ from mcp_sim.state.infer import infer_effects
 from mcp_sim.state.layout import Layout, describe, resolve
 from mcp_sim.state.live import LiveData
 from mcp_sim.state.naming import singular, verb_and_noun
+from mcp_sim.state.next_read import plan_next
 from mcp_sim.state.pins import get_pointer
 from mcp_sim.state.plan import StateChange, StatePlan, Template, commit, plan
 from mcp_sim.state.sql import Style, learn_style
@@ -70,6 +71,8 @@ class StateBook:
             undeclared = [(tool.name, tool.output_schema) for tool in group.tools
                           if tool.state is None and tool.name not in batches]
             declared = [tool.state.collection for tool in group.tools if tool.state is not None]
+            declared += [name for batch in batches.values() if batch.kind == "create"
+                         for name in (batch.collection, *(batch.parent or ())[:1])]
             inferred = infer_effects(undeclared, group.world_data, declared)
             effects = {tool.name: tool.state or inferred.get(tool.name) for tool in group.tools
                        if tool.name not in batches}
@@ -121,11 +124,14 @@ class StateBook:
         if tool in self._batches:
             batch, spec = self._batches[tool], self._tools[tool]
             failures = tuple((_named(batch, e.arguments), str(e.result)) for e in spec.examples if e.is_error)
-            return plan_batch(batch, live, arguments, spec.output_schema, self._constants.get(tool), failures)
+            return plan_batch(batch, live, arguments, spec.output_schema, self._constants.get(tool), failures,
+                              _seen(batch, spec.examples), world)
         layout = self._layouts.get(tool)
         if layout is None:
             return None
         spec = self._tools[tool]
+        if layout.effect.op == "next":
+            return plan_next(layout, live, arguments, spec.output_schema)
         errors = [(e.arguments, str(e.result)) for e in spec.examples if e.is_error]
         seen = [_example_key(layout, e) for e in spec.examples if not e.is_error]
         return plan(layout, live, arguments, spec.output_schema, error_texts=errors,
@@ -206,6 +212,17 @@ def _named(batch: Batch, arguments: dict[str, Any]) -> Any:
     items = arguments.get(batch.argument) if batch.argument else None
     first = items[0] if isinstance(items, list) and items else None
     return first.get(batch.ref) if isinstance(first, dict) and batch.ref else None
+
+
+def _seen(batch: Batch, examples: list[Any]) -> Seen:
+    """The keys a minted create's success examples gave its items and their parent."""
+    if not batch.minted:
+        return Seen()
+    answers = [e.result for e in examples if not e.is_error and isinstance(e.result, dict)]
+    items = [item.get(batch.key or "") for answer in answers for item in answer.get(batch.argument or "") or []
+             if isinstance(item, dict)]
+    parents = [answer.get(batch.parent[1]) for answer in answers] if batch.parent else []
+    return Seen(tuple(key for key in items if key is not None), tuple(key for key in parents if key is not None))
 
 
 def _noun(tool: str) -> str:

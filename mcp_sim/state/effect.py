@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-OPS = ("create", "read", "list", "update", "delete", "move", "sql", "none")
+OPS = ("create", "read", "next", "list", "update", "delete", "move", "sql", "none")
 NEW_KEYS = ("pattern", "uuid", "int")
 DIALECTS = ("sqlite", "duckdb")  # the SQL engines of op: sql (state.sql)
 # Each field and what it must be: "text" a string, "pointer" a JSON pointer ("" or "/..."), "map" a mapping

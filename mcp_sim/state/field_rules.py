@@ -22,12 +22,13 @@ A field is a top-level name of the answer or a JSON pointer (`/meta/count`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_sim.state.layout import escape, properties
-from mcp_sim.state.naming import singular
+from mcp_sim.state.naming import singular, words
 from mcp_sim.state.pins import Pins, fitting, get_pointer
 
 KINDS = ("copy", "const", "count", "step", "grows")
@@ -37,6 +38,7 @@ COUNT_SCOPES = ("tool", "world")
 MIN_EXAMPLES = 2
 MIN_CONSTANT_EXAMPLES = 3
 
+_CODE = re.compile(r"[a-z]+(_[a-z]+)*")
 _ABSENT = object()  # a rule with nothing to say about this call (its argument was not given)
 
 
@@ -159,7 +161,7 @@ def learn_rules(tool: str, input_schema: dict[str, Any], output_schema: dict[str
     (each the calls of one world, in order), the most specific first: a count or a step before a copy
     before a constant. A field no rule explains is left to the model."""
     examples = [call for session in sessions for call in session if call.tool == tool and call.answer is not None]
-    if len(examples) < MIN_EXAMPLES:
+    if not examples:
         return []
     arguments = list(properties(input_schema))
     found = []
@@ -168,6 +170,10 @@ def learn_rules(tool: str, input_schema: dict[str, Any], output_schema: dict[str
         values = [get_pointer(call.answer, pointer) for call in examples]
         if any(value is None for value in values):
             continue  # a field some answers lack: no rule says when
+        if len(examples) < MIN_EXAMPLES:  # one answer shows only what names the operation (a status code)
+            if _names_operation(tool, values[0], examples):
+                found.append(FieldRule(pointer, "const", value=values[0]))
+            continue
         step = _first_step(tool, pointer, sessions)
         for rule in _candidates(pointer, field, shape, values, step, arguments, input_schema, examples):
             if all(_same(compute(rule, call.tool, call.arguments, before), get_pointer(call.answer, pointer))
@@ -194,9 +200,21 @@ def _candidates(pointer: str, field: str, shape: Any, values: list[Any], step: A
         candidates += [FieldRule(pointer, "copy", argument=name) for name in given if name != field]
     if numeric and varied and _is_number(step) and step:
         candidates.append(FieldRule(pointer, "step", step=step, value=values[0]))
-    if not varied and len(values) >= MIN_CONSTANT_EXAMPLES:
+    if not varied and (len(values) >= MIN_CONSTANT_EXAMPLES or _names_operation(examples[0].tool, values[0], examples)):
         candidates.append(FieldRule(pointer, "const", value=values[0]))
     return candidates
+
+
+def _names_operation(tool: str, value: Any, examples: list[Past]) -> bool:
+    """VALUE is a code naming TOOL's own operation (`planned` of request_planning, `task_marked_done` of
+    mark_task_done): a status the tool answers every time it succeeds, so one example shows it. A code is
+    snake_case words, one sharing its first four letters with a word of the name, not an argument's value."""
+    if not isinstance(value, str) or not _CODE.fullmatch(value):
+        return False
+    if any(value in call.arguments.values() for call in examples):
+        return False
+    stems = {word[:4] for word in words(tool) if len(word) >= 4}
+    return any(part[:4] in stems for part in value.split("_") if len(part) >= 4)
 
 
 def _related_arguments(field: str, shape: dict[str, Any], arguments: list[str],

@@ -16,7 +16,9 @@ from mcp_sim.state.naming import plural, same_noun, verb_and_noun, words
 
 # Verbs that finish a record, and the values that say so in its fields.
 FINISHING_VERBS = {"complete": ("completed", "done"), "finish": ("finished", "done", "completed"),
-                   "close": ("closed", "done"), "mark": ("done", "completed")}
+                   "close": ("closed", "done"), "mark": ("done", "completed"), "approve": ("approved",)}
+# What `mark_X_<state>` says the record becomes, though the tool's own output may not show it.
+MARKED_STATES = ("done", "completed", "finished", "closed", "approved")
 
 
 def infer_effects(tools: list[tuple[str, dict[str, Any] | None]], data: Any,
@@ -39,9 +41,11 @@ def infer_effects(tools: list[tuple[str, dict[str, Any] | None]], data: Any,
         if collection is None and any(same_noun(noun, made) for made in created):
             collection = plural(noun)
         if collection is not None:
-            values = finishing_values(words(name)[0], output) if op == "update" else {}
+            values = finishing_values(words(name), output) if op == "update" else {}
             if op == "create":
                 values = {field: False for field in finished_flags(output)}
+            if op == "read" and "next" in words(name)[1:]:  # get_next_task hands out the next unfinished one
+                op = "next"
             effects[name] = StateEffect(collection, op, values=values, inferred=True)
     return effects
 
@@ -62,15 +66,19 @@ def _fields(output_schema: dict[str, Any] | None) -> dict[str, Any]:
     return fields
 
 
-def finishing_values(verb: str, output_schema: dict[str, Any] | None) -> dict[str, Any]:
-    """`complete_task` sets done: true, or status: completed, when the record has such a field."""
+def finishing_values(name: list[str], output_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """`complete_task` sets done: true, or status: completed, when the record has such a field;
+    `mark_task_done` sets done: true, the state its NAME (its words) ends with."""
+    verb = name[0] if name else ""
+    if verb == "mark" and len(name) > 2 and name[-1] in MARKED_STATES:
+        return {name[-1]: True}
     states = FINISHING_VERBS.get(verb)
     if states is None:
         return {}
     fields = _fields(output_schema)
-    for name in states:
-        if isinstance(fields.get(name), dict) and fields[name].get("type") == "boolean":
-            return {name: True}
+    for state in states:
+        if isinstance(fields.get(state), dict) and fields[state].get("type") == "boolean":
+            return {state: True}
     status = fields.get("status")
     enum = status.get("enum", []) if isinstance(status, dict) else []
     return next(({"status": value} for value in states if value in enum), {})

@@ -109,11 +109,13 @@ class LiveData:
     def mark_absent(self, collection: str, key: Any, failure: str | None = None) -> None:
         self.absent.setdefault(collection, {})[str(key)] = failure
 
-    def next_key(self, collection: str, key_field: str, mode: str, seen: list[Any], name: str) -> Any:
+    def next_key(self, collection: str, key_field: str, mode: str, seen: list[Any], name: str,
+                 taken: list[Any] | None = None) -> Any:
         """A key no record has had: the next in the pattern of the keys seen (T-5004 -> T-5005), a uuid, or
-        the next integer. SEEN adds keys from the spec's examples, for a collection that starts empty."""
+        the next integer. SEEN adds keys from the spec's examples, for a collection that starts empty; TAKEN,
+        keys given out by the call being planned (not stored yet)."""
         keys = [record.get(key_field) for record in self.records(collection, key_field)]
-        keys += list(self.absent.get(collection, {}))
+        keys += [*self.absent.get(collection, {}), *(taken or [])]
         keys = keys or list(seen)
         if mode == "uuid":
             return str(uuid.uuid5(uuid.NAMESPACE_URL, f"mcp-sim:{name}:{collection}:{len(keys)}"))

@@ -15,7 +15,7 @@ VERBS = {
     "list": "list", "search": "list", "find": "list", "query": "list", "browse": "list", "filter": "list",
     "update": "update", "set": "update", "edit": "update", "modify": "update", "patch": "update",
     "change": "update", "rename": "update", "complete": "update", "close": "update", "finish": "update",
-    "assign": "update", "mark": "update",
+    "assign": "update", "mark": "update", "approve": "update",
     "delete": "delete", "remove": "delete", "drop": "delete", "destroy": "delete", "erase": "delete",
     "unlink": "delete",
     "move": "move", "mv": "move", "relocate": "move",
@@ -39,6 +39,10 @@ STATEMENT_NAMES = ("query", "sql", "statement")
 FOUND_NAMES = ("found", "exists")
 TOTAL_NAMES = ("total", "total_count", "totalCount", "count")
 LIST_NAMES = ("items", "results", "data", "records", "entries", "result")
+# Words after a tool's noun that name an aspect or a state of the record, not another thing:
+# `open_task_details`, `mark_task_done` and `approve_task_completion` are about tasks.
+ASPECT_WORDS = ("details", "detail", "info", "information", "summary", "status", "completion", "done",
+                "completed", "finished", "closed", "approved")
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b)|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -63,7 +67,10 @@ def verb_and_noun(name: str) -> tuple[str, str] | None:
     if "by" in parts[2:]:  # find_pet_by_id: one pet, named by its id
         noun = parts[parts.index("by", 2) - 1]
         return ("read" if op == "list" and singular(noun) == noun else op), noun
-    return op, parts[-1]
+    nouns = parts[1:]
+    while len(nouns) > 1 and nouns[-1] in ASPECT_WORDS:
+        nouns = nouns[:-1]
+    return op, nouns[-1]
 
 
 def writes(name: str, annotations: dict[str, Any] | None) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from mcp_sim.base.schemas import validation_error
 from mcp_sim.state.diffs import DiffTemplate
+from mcp_sim.state.joins import joined
 from mcp_sim.state.layout import Layout, escape, properties, schema_at
 from mcp_sim.state.live import LiveData, same_key
 from mcp_sim.state.naming import singular
@@ -88,7 +89,8 @@ def plan(layout: Layout, live: LiveData, arguments: dict[str, Any], output_schem
         _use_template(step, template, arguments, output_schema)
     if step is None or output_schema is None or step.complete:
         return step
-    step.pins = fitting({**_echoes(arguments, layout.output_shape, step.pins), **step.pins}, output_schema)
+    shared = joined(layout, step.record or step.before, live) if step.op in ("read", "update") else {}
+    step.pins = fitting({**_echoes(arguments, layout.output_shape, step.pins), **shared, **step.pins}, output_schema)
     if step.whole:
         answer = apply_pins({}, step.pins)
         # Optional fields outside the record (get_customer's orders) are left out rather than made up.
@@ -354,7 +356,7 @@ def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error
     answered = _answered_record(layout, structured)
     if step.cut is not None:  # a few lines of the text say nothing about the rest
         answered.pop(step.cut, None)
-    if step.op == "read":
+    if step.op in ("read", "next"):
         # What the client saw wins: a model's answer repeats the pinned values anyway, and a recording that
         # read something else (the file changed behind the client's back) is what the next read must show.
         if step.before is not None and all(step.before.get(name, _UNSET) == value for name, value in answered.items()):
