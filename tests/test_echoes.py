@@ -10,6 +10,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+import yaml
+
 from mcp_sim.core.echoes import borrowed_from, echo_of
 from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.core.specs import load_catalog
@@ -19,6 +21,20 @@ from tests.scripted import ScriptedEngine
 REPO = Path(__file__).resolve().parent.parent
 FIDELITY = REPO / "tool_specs" / "fidelity"
 RECORDED = REPO / "docs" / "fidelity" / "after" / "parts"
+def model_git(folder: Path) -> Path:
+    """The git spec as the model answers it: without its repository (op: vcs answers these tools from state),
+    but for git_create_branch, which keeps a record effect on a `branches` collection."""
+    document = yaml.safe_load((FIDELITY / "git.yaml").read_text())
+    for tool in document["tools"]:
+        tool["x-sim"].pop("state", None)
+        if tool["name"] == "git_create_branch":
+            tool["x-sim"]["state"] = {"collection": "branches", "op": "create", "key": "name",
+                                      "argument": "branch_name"}
+    spec = folder / "git.yaml"
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    return spec
+
+
 ECHO = ("The tool does not have any way to modify the output of a command. It is only able to execute "
         "commands, and it does not have any ability to change the output.")
 
@@ -100,8 +116,8 @@ def test_the_default_models_recorded_echoes_are_caught() -> None:
     assert "copies the tool's definition" in (echo_of(f"Sure. {description}", git["git_log"]) or "")
 
 
-def test_an_echo_is_tried_again_then_answered_from_the_nearest_example() -> None:
-    catalog = load_catalog([FIDELITY / "git.yaml"])
+def test_an_echo_is_tried_again_then_answered_from_the_nearest_example(tmp_path: Path) -> None:
+    catalog = load_catalog([model_git(tmp_path)])
     status = catalog.tools["git_status"]
     assert status.output_schema is None and status.examples
     engine = ScriptedEngine(ECHO, "On branch main\nnothing to commit, working tree clean")
@@ -139,8 +155,6 @@ def test_an_echo_is_tried_again_then_answered_from_the_nearest_example() -> None
 
 
 def test_a_text_tool_whose_examples_share_fixed_words_answers_in_them_without_the_model(tmp_path: Path) -> None:
-    import yaml
-
     spec = tmp_path / "echo.yaml"
     spec.write_text(yaml.safe_dump({"tools": [{
         "name": "echo", "description": "Echoes back the input string",
@@ -156,9 +170,8 @@ def test_a_text_tool_whose_examples_share_fixed_words_answers_in_them_without_th
 
 
 def test_a_write_whose_examples_all_confirm_alike_confirms_so_and_a_read_does_not(tmp_path: Path) -> None:
-    import yaml
-
-    simulator = Simulator(load_catalog([FIDELITY / "git.yaml"]), ScriptedEngine("the model's words"), SimOptions())
+    git = model_git(tmp_path)
+    simulator = Simulator(load_catalog([git]), ScriptedEngine("the model's words"), SimOptions())
     staged = simulator.simulate("git_add", {"repo_path": "/repo", "files": ["app.py"]}, world="W")
     assert staged.text == "Files staged successfully" and staged.meta[META_KEY]["source"] == "template"
     # A read's one example is data that happened to be so, not words it always says; a commit's has a hash.
@@ -167,7 +180,7 @@ def test_a_write_whose_examples_all_confirm_alike_confirms_so_and_a_read_does_no
         "name": "get_weather", "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
         "x-sim": {"examples": [{"arguments": {"city": "Oslo"}, "result": "Sunny"}]}}]}))
     engine = ScriptedEngine("Rain")
-    simulator = Simulator(load_catalog([spec, FIDELITY / "git.yaml"]), engine, SimOptions())
+    simulator = Simulator(load_catalog([spec, git]), engine, SimOptions())
     assert simulator.simulate("get_weather", {"city": "Lima"}, world="W").text == "Rain"
     engine.enqueue("Changes committed successfully with hash 0123abc")
     committed = simulator.simulate("git_commit", {"repo_path": "/repo", "message": "x"}, world="W")

@@ -183,6 +183,8 @@ def learn(traces: tuple[str, ...], spec_path: Path, out: Path | None, max_per_to
         click.echo(f"rules learned for {tool}: {'; '.join(rules)}", err=True)
     for tool, sql in report.catalog.items():
         click.echo(f"{tool} reads the database's catalog: {sql}", err=True)
+    for tool, command in report.repository.items():
+        click.echo(f"{tool} runs git {command} on the world's repository", err=True)
 
 
 @click.command("eval")

@@ -24,6 +24,8 @@ from mcp_sim.fidelity.learn_text_json import learn_text_json
 from mcp_sim.rehearsal.traces import TraceRecord
 from mcp_sim.state.field_rules import Past, learn_rules, rules_to_spec
 from mcp_sim.state.naming import statement_argument, words
+from mcp_sim.state.repository_commands import effect as repository_effect
+from mcp_sim.state.repository_commands import repository_commands
 from mcp_sim.state.sql import run
 from mcp_sim.state.sql_catalog import CatalogCase, candidates, reproduces
 
@@ -37,6 +39,7 @@ class LearnReport:
     rules: dict[str, list[str]] = field(default_factory=dict)  # per tool, the rules learned (described)
     catalog: dict[str, str] = field(default_factory=dict)  # catalog tools: the statement each became
     text_json: dict[str, str] = field(default_factory=dict)  # text tools that answer JSON: their shape, in words
+    repository: dict[str, str] = field(default_factory=dict)  # git tools: the command each runs
 
 
 def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool: int | None = None,
@@ -78,7 +81,16 @@ def learn(document: dict[str, Any], records: Sequence[TraceRecord], max_per_tool
     report.text_json = learn_text_json(tools, records)
     _learn_rules(tools, records, report)
     _learn_catalog(tools, records, report)
+    _learn_repository(tools, report)
     return report
+
+
+def _learn_repository(tools: dict[Any, dict[str, Any]], report: LearnReport) -> None:
+    """A git server's tools become commands on one repository (state.repository), in place of the
+    collections their names suggest (git_create_branch's `branches`)."""
+    report.repository = repository_commands(str(name) for name in tools)
+    for name, command in report.repository.items():
+        tools[name].setdefault("x-sim", {})["state"] = repository_effect(command)
 
 
 # Words of a tool that reads a SQL database's catalog rather than its rows.

@@ -17,6 +17,8 @@ from mcp_sim.core.specs import load_catalog
 from mcp_sim.fidelity.mirror_surface import MirroredSurface, fetch_surface
 from mcp_sim.fidelity.upstream import connect, list_all_tools
 from mcp_sim.sources.state_inference import infer_state, sql_dialect
+from mcp_sim.state.repository_commands import effect as repository_effect
+from mcp_sim.state.repository_commands import repository_commands
 
 
 class MirrorError(McpSimError):
@@ -58,8 +60,12 @@ def spec_document(server: MirroredServer) -> dict[str, Any]:
     identity = {"name": server.name, **({"version": server.version} if server.version else {}),
                 **({"capabilities": server.capabilities} if server.capabilities else {})}
     dialect = sql_dialect(server.name, server.instructions, *(str(tool.get("description")) for tool in server.tools))
-    return {"server": identity, "world": {"description": description},
-            "tools": [with_state(tool, dialect) for tool in server.tools], **server.surface.document_fields()}
+    git = repository_commands(str(tool.get("name")) for tool in server.tools)
+    tools = [with_state(tool, dialect) if tool.get("name") not in git else
+             {**tool, "x-sim": {**tool.get("x-sim", {}), "state": repository_effect(git[tool["name"]])}}
+             for tool in server.tools]
+    return {"server": identity, "world": {"description": description}, "tools": tools,
+            **server.surface.document_fields()}
 
 
 def with_state(tool: dict[str, Any], dialect: str = "sqlite") -> dict[str, Any]:

@@ -24,6 +24,8 @@ from mcp_sim.state.naming import singular, verb_and_noun
 from mcp_sim.state.next_read import plan_next
 from mcp_sim.state.pins import get_pointer
 from mcp_sim.state.plan import StateChange, StatePlan, Template, commit, plan
+from mcp_sim.state.repository_plan import RepositoryPlan, commit_repository, plan_repository
+from mcp_sim.state.repository_text import Case, Voice, learn_voice
 from mcp_sim.state.sql import Style, learn_style
 from mcp_sim.state.templates import list_template, write_template
 
@@ -98,6 +100,7 @@ class StateBook:
                            if (template := self._template(name)) is not None}
         self._share_sql_failures()
         self._share_confirmations()
+        self._voices = self._repository_voices()
 
     def layout(self, tool: str) -> Layout | None:
         """The tool's effect on one record as it is applied: its collection, op, and the arguments naming the
@@ -132,11 +135,24 @@ class StateBook:
         spec = self._tools[tool]
         if layout.effect.op == "next":
             return plan_next(layout, live, arguments, spec.output_schema)
+        if layout.effect.op == "vcs":
+            return plan_repository(layout, live, tool, arguments, self._voices[self._sources[tool]],
+                                   spec.output_schema, world)
         errors = [(e.arguments, str(e.result)) for e in spec.examples if e.is_error]
         seen = [_example_key(layout, e) for e in spec.examples if not e.is_error]
         return plan(layout, live, arguments, spec.output_schema, error_texts=errors,
                     seen_keys=[key for key in seen if key is not None], world=world,
                     template=self._templates.get(tool))
+
+    def _repository_voices(self) -> dict[str, Voice]:
+        """Per spec file, what the examples of all its repository tools teach (one repository, one voice)."""
+        cases: dict[str, list[Case]] = {}
+        for name, layout in self._layouts.items():
+            if layout.effect.op == "vcs":
+                cases.setdefault(self._sources[name], []).extend(
+                    Case(name, layout.effect.command or "", e.arguments, str(e.result), e.is_error)
+                    for e in self._tools[name].examples)
+        return {source: learn_voice(found) for source, found in cases.items()}
 
     def _share_sql_failures(self) -> None:
         """A database fails in one voice: an SQL tool whose examples show no failure takes a sibling's."""
@@ -168,6 +184,8 @@ class StateBook:
     def _template(self, name: str) -> Template | None:
         """The answer TOOL's success examples spell out (see templates), if they do."""
         layout, tool = self._layouts[name], self._tools[name]
+        if layout.effect.op == "vcs":  # the file's repository voice answers it (_repository_voices)
+            return None
         if layout.effect.op == "sql":  # its failures teach as much as its successes
             return learn_style(((e.arguments, e.result, e.is_error) for e in tool.examples), layout.argument,
                                layout.effect.sql, layout.effect.dialect)
@@ -204,6 +222,8 @@ class StateBook:
     def commit(step: StatePlan, live: LiveData, structured: Any, text: str, is_error: bool) -> StateChange | None:
         if isinstance(step, BatchPlan):
             return commit_batch(step, live, is_error)
+        if isinstance(step, RepositoryPlan):
+            return commit_repository(step, live, text, is_error)
         return commit(step, live, structured, text, is_error)
 
 

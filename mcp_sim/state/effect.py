@@ -11,16 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-OPS = ("create", "read", "next", "list", "update", "delete", "move", "sql", "none")
+OPS = ("create", "read", "next", "list", "update", "delete", "move", "sql", "vcs", "none")
 NEW_KEYS = ("pattern", "uuid", "int")
 DIALECTS = ("sqlite", "duckdb")  # the SQL engines of op: sql (state.sql)
+# The git commands of op: vcs (state.repository), and those that change the repository.
+COMMANDS = ("status", "add", "reset", "commit", "log", "show", "create_branch", "checkout", "branches", "diff",
+            "diff_staged", "diff_unstaged")
+REPOSITORY_WRITES = ("add", "reset", "commit", "create_branch", "checkout")
 # Each field and what it must be: "text" a string, "pointer" a JSON pointer ("" or "/..."), "map" a mapping
 # of names, "values" a mapping of anything.
 FIELDS = {"collection": "text", "op": "text", "key": "text", "argument": "text", "new_key": "text",
           "at": "pointer", "total": "pointer", "found": "pointer", "text": "text", "to": "text",
           "sql": "text", "readonly": "flag", "dialect": "text", "fields": "map",
           "filters": "map", "query": "text", "prefix": "text", "limit": "text", "cursor": "text",
-          "values": "values", "set": "values", "fresh": "names"}
+          "values": "values", "set": "values", "fresh": "names", "command": "text"}
 
 
 @dataclass(frozen=True)
@@ -64,12 +68,15 @@ class StateEffect:
     dialect: str = "sqlite"
     # Fields an update writes anew, never kept from before (a restart's pid): the model writes them.
     fresh: tuple[str, ...] = ()
+    # vcs: the git command the tool runs on the world's repository (status, commit, log ...).
+    command: str | None = None
     # Worked out by mcp-sim from the tool's name rather than declared in the spec.
     inferred: bool = False
 
     @property
     def writes(self) -> bool:
-        return self.op in ("create", "update", "delete", "move", "sql")
+        return self.op in ("create", "update", "delete", "move", "sql") or \
+            (self.op == "vcs" and self.command in REPOSITORY_WRITES)
 
 
 def parse_effect(raw: Any, where: str, problems: list[str]) -> StateEffect | None:
@@ -92,6 +99,8 @@ def parse_effect(raw: Any, where: str, problems: list[str]) -> StateEffect | Non
         problems.append(f"{where}/collection: name the key of world.data that holds this tool's records")
     if raw.get("dialect", "sqlite") not in DIALECTS:
         problems.append(f"{where}/dialect: must be one of {', '.join(DIALECTS)}, got {raw.get('dialect')!r}")
+    if op == "vcs" and raw.get("command") not in COMMANDS:
+        problems.append(f"{where}/command: op vcs runs one of {', '.join(COMMANDS)}, got {raw.get('command')!r}")
     if raw.get("new_key", "pattern") not in NEW_KEYS:
         problems.append(f"{where}/new_key: must be one of {', '.join(NEW_KEYS)}")
     if len(problems) > before:

@@ -54,6 +54,8 @@ def describe(layout: Layout) -> str:
     if effect.op == "sql":
         ran = f"runs {effect.sql!r}" if effect.sql else f"runs the SQL in argument {layout.argument}"
         return f"sql on the database in {effect.collection}; {ran}" + ("; reads only" if effect.readonly else "")
+    if effect.op == "vcs":
+        return f"vcs: git {effect.command} on the repository in {effect.collection}"
     parts = [f"{effect.op} {effect.collection} by {layout.key}"]
     if layout.argument:
         parts.append(f"from argument {layout.argument}")
