@@ -61,6 +61,25 @@ def test_a_pinned_answer_is_fed_in_batches_and_keeps_its_content(engine: LlamaEn
     assert decoded.forced_tokens == 0
 
 
+def test_a_whole_answer_ends_without_decoding_its_end(engine: LlamaEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once only the end can follow (the note's closing quote sampled, the brace forced), the answer is
+    returned: its last tokens are not fed and no end-of-turn token is decoded. Each decode is then a sampled
+    token's; a token at a time, the end of turn is decoded too."""
+    import llama_cpp
+
+    decodes = []
+    decode = llama_cpp.llama_decode
+    monkeypatch.setattr(llama_cpp, "llama_decode", lambda ctx, batch: decodes.append(batch.n_tokens) or
+                        decode(ctx, batch))
+    jumped = pinned_answer(engine, jump=True)
+    assert_pinned(jumped)
+    assert len(decodes) == jumped.completion_tokens - jumped.forced_tokens, decodes
+    decodes.clear()
+    decoded = pinned_answer(engine, jump=False)
+    assert_pinned(decoded)
+    assert len(decodes) == decoded.completion_tokens + 1
+
+
 def test_the_forced_span_is_the_text_up_to_the_first_choice(engine: LlamaEngine) -> None:
     import llama_cpp
 
@@ -76,6 +95,10 @@ def test_the_forced_span_is_the_text_up_to_the_first_choice(engine: LlamaEngine)
         tokens = spans.tokens(grammar)
         assert model.detokenize(tokens, special=False) == b'{"id": "T-1001", "state": "'
         assert len(tokens) < len('{"id": "T-1001", "state": "')  # the tokenizer's own split, not one per character
+        assert not spans.only_ends(grammar)
+        for token in model.tokenize(b'{"id": "T-1001", "state": "open"}', add_bos=False, special=False):
+            llama_cpp.llama_sampler_accept(grammar, token)
+        assert spans.only_ends(grammar) and spans.text(grammar) == ""  # whole: nothing but the end follows
     finally:
         llama_cpp.llama_sampler_free(grammar)
     # The flexible layout leaves a space to choose after the brace: nothing is forced past it.

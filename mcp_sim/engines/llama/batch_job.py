@@ -2,7 +2,8 @@
 
 The decoder thread drives a job step by step (feed a chunk, sample one token); the caller's thread waits in
 `wait()`, relaying progress there, because the caller's progress callback must run in its own thread.
-Where the grammar forces a span (forced.py), the job takes it whole and feeds it with the token before it.
+Where the grammar forces a span (forced.py), the job takes it whole and feeds it with the token before it;
+where nothing but the answer's end can follow, the job ends without feeding what is pending.
 A thinking job first decodes freely inside <think>, then feeds the closing suffix and answers under its
 grammar; thinking.py holds how the reasoning block is opened and closed.
 """
@@ -116,6 +117,11 @@ class Job:
             return self.finish("length")
         self.pending = [token, *self._forced()]
         if hits_stop(self.data, self.stops):
+            return self.finish("stop")
+        assert self.sampler is not None
+        if self.sampler.complete():
+            # Only the end can follow: the answer is whole without feeding its last token and forced tail
+            # (the slot keeps what it was fed, a prefix of the next call's prompt, which reads the rest).
             return self.finish("stop")
         return True
 

@@ -76,6 +76,12 @@ class ForcedSpans:
         tokens = self._tokenize(text)
         return tokens if self._detokenize(tokens) == text.encode() else []
 
+    def only_ends(self, grammar: Any) -> bool:
+        """Whether `grammar` allows nothing but the end of the answer: it is complete, and what the model
+        would sample next (an end-of-turn token) need not be decoded."""
+        allowed = self._allowed(grammar)
+        return bool(allowed) and all(index >= len(self._chars) for index in allowed)
+
     def _forced_char(self, grammar: Any) -> int | None:
         """The probe index of the one character `grammar` allows next; None at a choice or where it may end."""
         allowed = self._allowed(grammar)

@@ -109,6 +109,10 @@ class LazyGrammarSampler:
             self._accept(token)
         return tokens
 
+    def complete(self) -> bool:
+        """The answer's grammar accepts nothing more than its end (never without a grammar or spans)."""
+        return self._grammar is not None and self._spans is not None and self._spans.only_ends(self._grammar)
+
     def _accept(self, token: int) -> None:
         import llama_cpp
 
