@@ -12,7 +12,7 @@ from mcp_sim.state.layout import Layout
 from mcp_sim.state.live import LiveData
 from mcp_sim.state.plan import StateChange, StatePlan
 from mcp_sim.state.repository import Repository, UnknownRef
-from mcp_sim.state.repository_text import Voice, branches, diff, fill, learn_answer, log, show, status
+from mcp_sim.state.repository_text import Voice, branches, diff, fill, learn_answer, log, show, status, text_arguments
 
 # The argument names each part of a command goes by, in the order they are tried.
 PATH_NAMES = ("files", "paths", "file", "path", "pathspec")
@@ -84,7 +84,7 @@ def _run(repository: Repository, command: str, arguments: dict[str, Any], voice:
     if command == "commit":
         message = _argument(arguments, MESSAGE_NAMES)
         made = repository.commit(str(message or ""), None, None, world)
-        return fill(confirmed, {**_texts(arguments), "hash": made["hash"]}) if confirmed else None
+        return fill(confirmed, {**text_arguments(arguments), "hash": made["hash"]}) if confirmed else None
     if command == "log":
         count = _argument(arguments, COUNT_NAMES)
         history = repository.history()
@@ -94,12 +94,12 @@ def _run(repository: Repository, command: str, arguments: dict[str, Any], voice:
     if command == "create_branch":
         name, base = _argument(arguments, BRANCH_NAMES), _argument(arguments, BASE_NAMES)
         repository.create_branch(str(name), base if isinstance(base, str) and base else None)
-        values = {**_texts(arguments), "base": base if isinstance(base, str) and base else repository.branch}
+        values = {**text_arguments(arguments), "base": base if isinstance(base, str) and base else repository.branch}
         return fill(confirmed, values) if confirmed else None
     if command == "checkout":
         name = str(_argument(arguments, BRANCH_NAMES))
         repository.checkout(name)
-        return fill(confirmed, _texts(arguments)) if confirmed else SWITCHED.format(name)
+        return fill(confirmed, text_arguments(arguments)) if confirmed else SWITCHED.format(name)
     if command == "branches":
         return branches(repository) if arguments.get("branch_type", "local") in ("local", "all") else None
     return _diff(repository, command, arguments, prefix)
@@ -124,7 +124,3 @@ def _paths(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     return [str(item) for item in value] if isinstance(value, list) else []
-
-
-def _texts(arguments: dict[str, Any]) -> dict[str, str]:
-    return {name: value for name, value in arguments.items() if isinstance(value, str)}

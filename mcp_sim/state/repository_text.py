@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_sim.state.effect import REPOSITORY_WRITES
 from mcp_sim.state.repository import PathState, Repository
 
 _MARK = "\x00"
@@ -28,7 +29,6 @@ DATE_LABELS = ("date",)
 MESSAGE_LABELS = ("message", "subject")
 # Values shorter than this are too likely to occur by chance in the words around them.
 MIN_VALUE_CHARS = 3
-GIT_LOG_LABELS = ("commit", "Author", "Date")  # git's own layout, where the examples show none
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,13 @@ class Voice:
 def learn_voice(cases: Sequence[Case]) -> Voice:
     voice = Voice()
     made = {value for case in cases if case.command in ("commit", "create_branch") and not case.is_error
-            for value in _texts(case.arguments)}
-    status = next((case for case in cases if case.command == "status" and not case.is_error
-                   and _ON_BRANCH.search(case.text)), None)
-    if status is not None:
-        voice.prefixes["status"] = status.text[:_ON_BRANCH.search(status.text).start()]  # type: ignore[union-attr]
-        voice.seed = seed_status(status.text)
+            for value in text_arguments(case.arguments).values()}
+    shown = next(((case, found) for case in cases if case.command == "status" and not case.is_error
+                  if (found := _ON_BRANCH.search(case.text)) is not None), None)
+    if shown is not None:
+        case, found = shown
+        voice.prefixes["status"] = case.text[:found.start()]
+        voice.seed = seed_status(case.text)
     for case in cases:
         if case.command.startswith("diff") and not case.is_error and "diff --git" in case.text:
             voice.prefixes.setdefault(case.command, case.text[:case.text.index("diff --git")])
@@ -78,8 +79,8 @@ def learn_voice(cases: Sequence[Case]) -> Voice:
                 if name not in made:
                     voice.seed.branches.setdefault(name, voice.seed.branches.get(voice.seed.branch))
     voice.confirmations = _confirmations(cases, voice.seed.branch)
-    voice.missing_ref = next((found for case in cases if case.is_error
-                              if (found := _missing_ref(case)) is not None), None)
+    voice.missing_ref = next((words for case in cases if case.is_error
+                              if (words := _missing_ref(case)) is not None), None)
     return voice
 
 
@@ -198,7 +199,7 @@ def status(repository: Repository, prefix: str = "") -> str:
         footer = "nothing added to commit but untracked files present (use \"git add\" to track)"
     else:
         footer = "nothing to commit, working tree clean"
-    return prefix + "\n".join([parts[0], *parts[1:], footer] if footer else parts).rstrip("\n")
+    return prefix + "\n".join([*parts, footer] if footer else parts).rstrip("\n")
 
 
 def log(commits: Iterable[dict[str, Any]], prefix: str = "", labels: tuple[str, ...] | None = None) -> str:
@@ -236,6 +237,11 @@ def branches(repository: Repository) -> str:
     return "\n".join(("* " if name == repository.branch else "  ") + name for name in sorted(repository.branches))
 
 
+def text_arguments(arguments: dict[str, Any]) -> dict[str, str]:
+    """The arguments that are text: the values a confirmation or a failure may show."""
+    return {name: value for name, value in arguments.items() if isinstance(value, str)}
+
+
 def fill(template: str, values: dict[str, Any]) -> str | None:
     """TEMPLATE with each place filled from VALUES; None when one is missing."""
     missing = [name for name in _PLACE.findall(template) if not isinstance(values.get(name), str)]
@@ -265,9 +271,9 @@ def _confirmations(cases: Sequence[Case], base: str) -> dict[str, str]:
     """Per write command, the words every success example agrees on, with the call's values marked."""
     found: dict[str, set[str]] = {}
     for case in cases:
-        if case.is_error or case.command not in ("add", "reset", "commit", "create_branch", "checkout"):
+        if case.is_error or case.command not in REPOSITORY_WRITES:
             continue
-        values = {name: value for name, value in case.arguments.items() if isinstance(value, str)}
+        values = text_arguments(case.arguments)
         hashes = _HASH.findall(case.text)
         found.setdefault(case.command, set()).add(_marked(case.text, {**values, "base": base,
                                                                        **({"hash": hashes[0]} if hashes else {})}))
@@ -275,8 +281,7 @@ def _confirmations(cases: Sequence[Case], base: str) -> dict[str, str]:
 
 
 def _missing_ref(case: Case) -> str | None:
-    refs = {name: value for name, value in case.arguments.items()
-            if isinstance(value, str) and f"'{value}'" in case.text}
+    refs = {name: value for name, value in text_arguments(case.arguments).items() if f"'{value}'" in case.text}
     if len(refs) != 1:
         return None
     marked = _marked(case.text, {"ref": next(iter(refs.values())), "tool": case.tool})
@@ -289,11 +294,3 @@ def _marked(text: str, values: dict[str, str]) -> str:
         if len(value) >= MIN_VALUE_CHARS and _MARK not in value:
             text = text.replace(value, f"{_MARK}{name}{_MARK}")
     return text
-
-
-def _texts(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [text for item in value.values() for text in _texts(item)]
-    if isinstance(value, list):
-        return [text for item in value for text in _texts(item)]
-    return [value] if isinstance(value, str) else []
