@@ -1,16 +1,20 @@
 """Issue 14: a world that outgrows the context keeps costing only its new tokens.
 
 The oldest turns go in chunks (so the prompts that follow extend one another), and attention models shift
-their state over the dropped span instead of re-reading the history."""
+their state over the dropped span instead of re-reading the history. A bounded history window
+(`--history-tokens`, issue 30) drops them the same way before the context is full, so a long session's calls
+cost what its early ones do."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from mcp_sim.core.simulator import META_KEY, SimOptions, Simulator
 from mcp_sim.core.specs import load_catalog
 from mcp_sim.engines.llama import LlamaEngine
 from mcp_sim.engines.llama.kv import shift_plan
+from mcp_sim.rehearsal.sources import options_digest
 from tests.conftest import SPECS
 from tests.scripted import ScriptedEngine
 
@@ -57,4 +61,45 @@ def test_a_world_past_its_context_answers_with_few_evaluated_tokens(model_path: 
     assert after_drops, [meta["prompt_tokens"] for meta in metas]
     # Without the shift each of these re-reads the whole kept history (200+ tokens here).
     assert all(meta["evaluated_tokens"] < 64 for meta in after_drops), after_drops
+    engine.close()
+
+
+def test_a_history_window_keeps_every_prompt_within_its_tokens() -> None:
+    answer = '{"service": "api", "state": "running", "pid": 2, "restarted_at": "2025-06-01T12:00:00Z"}'
+    sizes = {}
+    for window in (0, 300):
+        engine = ScriptedEngine(*[answer] * 30)  # a context far larger than any of these prompts
+        simulator = Simulator(load_catalog([OPS]), engine, SimOptions(max_tokens=64, attempts=1,
+                                                                      history_tokens=window))
+        dropped = [simulator.simulate("restart_service", {"service": SERVICES[i % 5]}, world="w")
+                   .meta[META_KEY]["dropped_turns"] for i in range(30)]
+        sizes[window] = [engine.count_tokens(request.messages) for request in engine.requests]
+        assert bool(any(dropped)) == bool(window), dropped
+    bare = sizes[300][0]  # the first call has no history
+    assert max(sizes[300]) <= bare + 300 < max(sizes[0]), (sizes[300], sizes[0])
+    # Turns go in chunks, as when the context is full, so later prompts settle well above the bare prompt.
+    assert min(sizes[300][10:]) > bare + 150, sizes[300]
+
+
+def test_the_window_left_unset_keeps_the_cache_keys_recorded_before_it() -> None:
+    fields = [(f.name, f.type, f) for f in dataclasses.fields(SimOptions) if f.name != "history_tokens"]
+    before = dataclasses.make_dataclass("SimOptionsBefore", fields)()
+    assert options_digest(SimOptions(), 4096) == options_digest(before, 4096)
+    assert options_digest(SimOptions(history_tokens=512), 4096) != options_digest(SimOptions(), 4096)
+
+
+def test_a_long_session_in_a_history_window_costs_its_new_tokens(model_path: Path) -> None:
+    engine = LlamaEngine(model_path, n_ctx=8192, n_threads=2)
+    simulator = Simulator(load_catalog([OPS]), engine, SimOptions(temperature=0.0, max_tokens=96, attempts=1,
+                                                                  history_tokens=200))
+    metas = []
+    for index in range(8):
+        result = simulator.simulate("restart_service", {"service": SERVICES[index % 5]}, world="w")
+        assert not result.is_error, result.text
+        metas.append(result.meta[META_KEY])
+    prompts = [meta["prompt_tokens"] for meta in metas]
+    assert any(meta["dropped_turns"] for meta in metas), prompts
+    assert max(prompts) <= prompts[0] + 200 + 40, prompts  # the window, plus this call's own line
+    # The dropped span is shifted out of the model's state, not re-read with the kept turns.
+    assert all(meta["evaluated_tokens"] < 64 for meta in metas[1:] if meta["dropped_turns"]), metas
     engine.close()

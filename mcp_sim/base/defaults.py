@@ -17,6 +17,9 @@ PARALLEL = 1
 SLOTS = 1
 # When a world outgrows the context, the share of the history's room freed at once (see fit_to_context).
 CONTEXT_DROP_FRACTION = 0.25
+# The most tokens of a world's history a prompt holds (0: as many as the context holds). A bounded window keeps
+# a long session's calls as cheap as its early ones; live state still holds every record the older turns wrote.
+HISTORY_TOKENS = 0
 # Attention models: drop the oldest turns by shifting the model state instead of re-reading the history.
 CONTEXT_SHIFT = True
 # Flash attention in llama.cpp: no consistent gain measured on this CPU build (docs/BENCHMARKS.md, bench_decode.py).

@@ -77,6 +77,11 @@ def engine_options(command: Command) -> Command:
                      show_default=True, metavar="SECONDS",
                      help="Most seconds one call may take once its world's turn comes; past it decoding stops "
                           "and the call is an isError naming the limit (0: no limit)."),
+        click.option("--history-tokens", type=click.IntRange(0), default=defaults.HISTORY_TOKENS, show_default=True,
+                     metavar="TOKENS",
+                     help="Most tokens of a world's history in a prompt (0: as many as the context holds). Past "
+                          "it the oldest turns leave the prompt (live state keeps their records), so a long "
+                          "session's calls cost what its early ones do."),
         click.option("--expose-prompt", is_flag=True, help="Put each call's prompt into its _meta (debugging)."),
         click.option("--simulate-errors", is_flag=True,
                      help="Let the model answer a call that cannot succeed with a tool failure (isError)."),

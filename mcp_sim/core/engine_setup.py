@@ -61,7 +61,7 @@ def sim_options(settings: EngineSettings, manifest: Manifest | None) -> tuple[Si
         repeat_penalty=_first(sampling and sampling.repeat_penalty, base.repeat_penalty),
         seed=settings.seed, attempts=settings.attempts, max_argument_bytes=settings.max_argument_bytes,
         expose_prompt=settings.expose_prompt, simulate_errors=settings.simulate_errors,
-        call_timeout=settings.call_timeout,
+        call_timeout=settings.call_timeout, history_tokens=settings.history_tokens,
         prompt_style=settings.prompt_style if settings.prompt_style != "auto" else (
             manifest.prompt_style if manifest else "generic"),
         think=think,

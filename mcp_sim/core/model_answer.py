@@ -231,14 +231,14 @@ class ModelAnswerer:
 
     def fit_to_context(self, call: Call) -> tuple[list[ChatMessage], int]:
         """The prompt for this call and how many of the oldest turns had to be left out of it so that it fits
-        the context (never the system prompt).
+        the context, and holds at most `history_tokens` of history where that is set (never the system prompt).
 
         Once turns must go, enough go to free `drop_fraction` of the room the history may fill: the calls
         that follow then extend this prompt rather than each shifting the history by one turn, which would
         make the engine re-read (or shift) the whole history on every call."""
         system, history, world = call.system, list(call.history), call.world
         action = prompt_action(call.tool, call.action)  # with its tool's definition when the spec is indexed
-        limit = self.engine.context_size - self.options.max_tokens - self._think_budget()
+        fits = self.engine.context_size - self.options.max_tokens - self._think_budget()
         style = self.options.prompt_style
         # The records this call touches, for a text tool: its answer has no grammar to pin them. A tool with an
         # outputSchema gets them pinned instead, and no note: a note lives in this prompt only, so the next
@@ -253,9 +253,12 @@ class ModelAnswerer:
 
         messages = compose(history)
         size = self.engine.count_tokens(messages)
+        window = self.options.history_tokens
+        bare = self.engine.count_tokens(compose([])) if history and window else None
+        limit = fits if bare is None else min(fits, bare + window)
         if not history or size <= limit:
             return messages, 0
-        room = limit - self.engine.count_tokens(compose([]))
+        room = limit - (bare if bare is not None else self.engine.count_tokens(compose([])))
         target = limit - int(max(room, 0) * self.drop_fraction)
         dropped = 0
         while history and size > target:
@@ -264,8 +267,12 @@ class ModelAnswerer:
             messages = compose(history)
             size = self.engine.count_tokens(messages)
         self.worlds.leave_out_oldest(world, call.source, dropped)
-        logger.warning("world %s: left the %d oldest turn(s) of %s out of the prompt to fit the %d-token "
-                       "context", world.name, dropped, call.source, self.engine.context_size)
+        if limit < fits:
+            logger.info("world %s: left the %d oldest turn(s) of %s out of the prompt, which holds %d tokens of "
+                        "history (--history-tokens)", world.name, dropped, call.source, window)
+        else:
+            logger.warning("world %s: left the %d oldest turn(s) of %s out of the prompt to fit the %d-token "
+                           "context", world.name, dropped, call.source, self.engine.context_size)
         return messages, dropped
 
     def _think_budget(self) -> int:

@@ -66,6 +66,9 @@ class SimOptions:
     # Seconds one call may take once its world's turn comes (0: no limit); past it, decoding stops between
     # tokens and the call is an isError naming the limit.
     call_timeout: float = defaults.CALL_TIMEOUT_S
+    # The most tokens of a world's history in a prompt (0: as many as the context holds); past it the oldest
+    # turns go as they go when the context is full (ModelAnswerer.fit_to_context).
+    history_tokens: int = defaults.HISTORY_TOKENS
 
 
 class Simulator:

@@ -45,3 +45,4 @@ class EngineSettings:
     prompt_cache_mb: int = defaults.PROMPT_CACHE_MB
     prompt_cache_dir: str | None = None  # None: prompt_store.default_folder()
     call_timeout: float = defaults.CALL_TIMEOUT_S
+    history_tokens: int = defaults.HISTORY_TOKENS

@@ -140,11 +140,15 @@ def _spec_digest(call: Call) -> str:
 
 # Options that never change a stored answer: leaving them out keeps the keys of caches recorded before them.
 NOT_IN_KEY = frozenset({"expose_prompt", "call_timeout"})
+# Options added after caches were recorded, with the value that answers as before they existed: at that value
+# they stay out of the key, so those caches keep their keys.
+KEYED_ONLY_WHEN_SET = {"history_tokens": 0}
 
 
 def options_digest(options: Any, context_size: int) -> str:
     """The simulation options that change an answer (all but NOT_IN_KEY), and the context size."""
-    fields = {name: value for name, value in dataclasses.asdict(options).items() if name not in NOT_IN_KEY}
+    fields = {name: value for name, value in dataclasses.asdict(options).items() if name not in NOT_IN_KEY
+              and not (name in KEYED_ONLY_WHEN_SET and value == KEYED_ONLY_WHEN_SET[name])}
     return json_digest({**fields, "context_size": context_size})
 
 
